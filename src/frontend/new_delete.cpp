@@ -1,0 +1,1 @@
+// TEMPORARY STUB (see c_api.cpp).
