@@ -1,0 +1,87 @@
+// Layer 1 for Linux: mmap, munmap, madvise, mremap.
+#include "platform/os.h"
+
+#include <errno.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+
+namespace tenon::os {
+
+namespace {
+std::atomic<std::size_t> g_page_size{0};
+
+void* map_anon(std::size_t size) {
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+}  // namespace
+
+std::size_t page_size() {
+  std::size_t ps = g_page_size.load(std::memory_order_relaxed);
+  if (ps == 0) {
+    // getauxval neither allocates nor locks; every racer computes the same value.
+    ps = static_cast<std::size_t>(getauxval(AT_PAGESZ));
+    if (ps == 0) ps = 4096;
+    g_page_size.store(ps, std::memory_order_relaxed);
+  }
+  return ps;
+}
+
+void* reserve(std::size_t size, std::size_t align) {
+  if (align <= page_size()) return map_anon(size);
+  // Over-reserve, then trim both ends to the requested alignment.
+  std::size_t span = size + align;
+  if (span < size) { errno = ENOMEM; return nullptr; }
+  auto* raw = static_cast<char*>(map_anon(span));
+  if (!raw) return nullptr;
+  auto start = (reinterpret_cast<std::uintptr_t>(raw) + align - 1) & ~(std::uintptr_t)(align - 1);
+  auto* aligned = reinterpret_cast<char*>(start);
+  std::size_t head = static_cast<std::size_t>(aligned - raw);
+  std::size_t tail = span - head - size;
+  if (head) munmap(raw, head);
+  if (tail) munmap(aligned + size, tail);
+  return aligned;
+}
+
+void release(void* p, std::size_t size) {
+  int saved = errno;
+  munmap(p, size);
+  errno = saved;
+}
+
+bool purge(void* p, std::size_t size) {
+  int saved = errno;
+  bool ok = madvise(p, size, MADV_DONTNEED) == 0;
+  errno = saved;
+  return ok;
+}
+
+bool resize_in_place(void* p, std::size_t old_size, std::size_t new_size) {
+  int saved = errno;
+  void* r = mremap(p, old_size, new_size, 0);
+  errno = saved;
+  return r != MAP_FAILED;
+}
+
+bool move_to(void* p, std::size_t old_size, std::size_t new_size, void* dest) {
+  int saved = errno;
+  void* r = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, dest);
+  errno = saved;
+  return r != MAP_FAILED;
+}
+
+void advise_huge(void* p, std::size_t size) {
+#ifdef MADV_HUGEPAGE
+  int saved = errno;
+  madvise(p, size, MADV_HUGEPAGE);
+  errno = saved;
+#else
+  (void)p; (void)size;
+#endif
+}
+
+}  // namespace tenon::os
