@@ -45,8 +45,7 @@ span* form(chunk* c, unsigned first, unsigned n) {
   s->first_slice = static_cast<std::uint8_t>(first);
   s->nslices = static_cast<std::uint8_t>(n);
   s->start = reinterpret_cast<char*>(c) + (std::size_t{first} << kSliceShift);
-  for (unsigned i = first; i < first + n; ++i)
-    c->head_of[i].store(static_cast<std::uint8_t>(first), std::memory_order_relaxed);
+  for (unsigned i = first; i < first + n; ++i) c->span_at[i].store(s, std::memory_order_relaxed);
   return s;
 }
 
