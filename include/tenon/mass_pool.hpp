@@ -217,6 +217,8 @@ class pool_core {
   std::size_t stride() const noexcept { return stride_; }
   std::size_t block_bytes() const noexcept { return block_bytes_; }
   std::uint64_t limit() const noexcept { return limit_; }
+  // How often a refill lost the race to install its block (statistics/tests).
+  std::uint64_t refill_races() const noexcept { return refill_races_.load(std::memory_order_relaxed); }
 
  private:
   struct alignas(64) lane {
@@ -312,6 +314,7 @@ class pool_core {
     while (!l.word.compare_exchange_weak(w, fresh, std::memory_order_acq_rel,
                                          std::memory_order_relaxed)) {
       if (has_room(w)) {  // another thread refilled this lane first
+        refill_races_.fetch_add(1, std::memory_order_relaxed);
         push_spare(k);
         return {nullptr, TENON_POOL_NO_INDEX, retry};
       }
@@ -354,6 +357,7 @@ class pool_core {
   alignas(64) std::atomic<std::uint64_t> next_block_{0};
   alignas(64) std::atomic<std::uint64_t> spare_head_{0};
   std::atomic<std::uint64_t> spare_slots_{0};  // slots in spare blocks, for size()
+  std::atomic<std::uint64_t> refill_races_{0};  // statistics: lost lane refills
   lane lanes_[kLanes];
 };
 
@@ -446,6 +450,9 @@ class mass_pool {
   // index): size arrays indexed by element index with this.
   std::uint64_t index_bound() const noexcept { return core_.frontier(); }
   std::uint32_t block_elements() const noexcept { return core_.block_elements(); }
+  // Statistics: how often two threads raced to refill the same lane (the
+  // loser's block went to the spare stack). Not reset by clear().
+  std::uint64_t refill_races() const noexcept { return core_.refill_races(); }
 
   // Runs destructors (unless T is trivially destructible) and gives every
   // block back to the OS. O(blocks) for trivial T, O(elements) otherwise.
