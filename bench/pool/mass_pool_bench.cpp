@@ -75,7 +75,18 @@ std::uint64_t share(std::uint64_t n, unsigned threads, unsigned t) {
 struct Result {
   double create_s = 0, release_s = 0;
   std::uint64_t check = 0;  // elements found again after creation
+  double rss_after_mib = 0;  // resident set right after the release
 };
+
+// Current resident set from /proc/self/statm, in MiB.
+double current_rss_mib() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  unsigned long long size = 0, resident = 0;
+  if (std::fscanf(f, "%llu %llu", &size, &resident) != 2) resident = 0;
+  std::fclose(f);
+  return double(resident) * double(sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
+}
 
 template <std::size_t S>
 Result bench_pool(std::uint64_t n, unsigned threads) {
@@ -194,7 +205,8 @@ Row run_child(const std::string& variant, std::size_t size, std::uint64_t n, uns
   row.peak_mib = double(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
   unsigned long long check = 0;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
-      std::sscanf(out.c_str(), "RESULT %lf %lf %llu", &row.r.create_s, &row.r.release_s, &check) == 3) {
+      std::sscanf(out.c_str(), "RESULT %lf %lf %llu %lf", &row.r.create_s, &row.r.release_s, &check,
+                  &row.r.rss_after_mib) == 4) {
     row.r.check = check;
     row.ok = check == n;
     if (!row.ok) row.note = "wrong element count " + std::to_string(check);
@@ -210,6 +222,12 @@ std::uint64_t parse_count(const char* s) {
   if (end && (*end == 'M' || *end == 'm')) v *= 1e6;
   if (end && (*end == 'k' || *end == 'K')) v *= 1e3;
   return std::uint64_t(v);
+}
+
+std::string ratio(double r) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, r >= 10 ? "%.0fx" : "%.2fx", r);
+  return buf;
 }
 
 int usage() {
@@ -250,7 +268,8 @@ int main(int argc, char** argv) {
   if (argc == 6 && std::strcmp(argv[1], "--child") == 0) {
     const Result r = run_variant(argv[2], std::strtoul(argv[3], nullptr, 10),
                                  std::strtoull(argv[4], nullptr, 10), unsigned(std::strtoul(argv[5], nullptr, 10)));
-    std::printf("RESULT %.6f %.6f %llu\n", r.create_s, r.release_s, (unsigned long long)r.check);
+    std::printf("RESULT %.6f %.6f %llu %.1f\n", r.create_s, r.release_s, (unsigned long long)r.check,
+                current_rss_mib());
     return 0;
   }
   std::uint64_t n = 80'000'000;
@@ -313,9 +332,9 @@ int main(int argc, char** argv) {
     std::printf("Warmed %.2f GiB of memory first in %.2f s (--no-warm skips this).\n\n",
                 double(biggest) / (1u << 30), w);
   }
-  std::printf("| variant | elem B | create s | release s | peak RSS MiB | RSS / elem bytes | "
-              "create vs new_glibc | release vs new_glibc |\n");
-  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("| variant | elem B | create s | release s | peak RSS MiB | peak RSS / elem bytes | "
+              "RSS after release MiB | create vs new_glibc | release vs new_glibc |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   bool all_ok = true;
   for (auto size : sizes) {
     std::vector<Row> rows;
@@ -336,21 +355,24 @@ int main(int argc, char** argv) {
     const double elem_mib = double(n) * double(size) / (1024.0 * 1024.0);
     for (const Row& row : rows) {
       if (!row.ok) {
-        std::printf("| %s | %zu | - | - | - | - | - | - | %s\n", row.variant.c_str(), size,
+        std::printf("| %s | %zu | - | - | - | - | - | - | - | %s\n", row.variant.c_str(), size,
                     row.note.c_str());
         continue;
       }
-      std::printf("| %s | %zu | %.3f | %.4f | %.1f | %.3f |", row.variant.c_str(), size, row.r.create_s,
-                  row.r.release_s, row.peak_mib, row.peak_mib / elem_mib);
+      std::printf("| %s | %zu | %.3f | %.4f | %.1f | %.3f | %.1f |", row.variant.c_str(), size,
+                  row.r.create_s, row.r.release_s, row.peak_mib, row.peak_mib / elem_mib,
+                  row.r.rss_after_mib);
       if (glibc.ok)
-        std::printf(" %.2fx | %.0fx |\n", glibc.r.create_s / row.r.create_s,
-                    glibc.r.release_s / row.r.release_s);
+        std::printf(" %.2fx | %s |\n", glibc.r.create_s / row.r.create_s,
+                    ratio(glibc.r.release_s / row.r.release_s).c_str());
       else
         std::printf(" - | - |\n");
     }
   }
   std::printf("\nPeak RSS is the child process's whole maximum resident set (program and\n"
               "libraries included); elem bytes = elements x element size. new_* rows link\n"
-              "objects through their own pointers, so they need no extra pointer array.\n");
+              "objects through their own pointers, so they need no extra pointer array.\n"
+              "Release times include giving the memory back to the OS where the variant\n"
+              "does (see RSS after release); glibc keeps freed memory in its arenas.\n");
   return all_ok ? 0 : 1;
 }
