@@ -49,6 +49,15 @@ inline std::uint32_t this_thread_lane_seed() noexcept {
   return v - 1;
 }
 
+// Progress-test hook: when set (tests only), the slow paths call it at each
+// named step between two operations on shared state, and a test can park a
+// thread there forever to prove the others still finish. One relaxed load per
+// block refill when unset; never on the per-element path.
+inline std::atomic<void (*)(const char*)> pool_step_hook{nullptr};
+inline void pool_step(const char* name) noexcept {
+  if (auto h = pool_step_hook.load(std::memory_order_relaxed); __builtin_expect(h != nullptr, 0)) h(name);
+}
+
 // The untyped engine behind both mass_pool<T> and the C API.
 //
 // Index space: index = block << shift | slot. A block is 2^shift slots of
@@ -274,6 +283,7 @@ class pool_core {
     std::uint64_t nh;
     do {
       spare_next_[k].store(std::uint32_t(h), std::memory_order_relaxed);
+      pool_step("pool.spare.push");
       nh = (((h >> 32) + 1) << 32) | (k + 1);
     } while (!spare_head_.compare_exchange_weak(h, nh, std::memory_order_release,
                                                 std::memory_order_relaxed));
@@ -283,6 +293,7 @@ class pool_core {
     while (std::uint32_t(h) != 0) {
       const std::uint32_t top = std::uint32_t(h) - 1;
       const std::uint32_t next = spare_next_[top].load(std::memory_order_relaxed);
+      pool_step("pool.spare.pop");
       const std::uint64_t nh = (((h >> 32) + 1) << 32) | next;
       if (spare_head_.compare_exchange_weak(h, nh, std::memory_order_acquire,
                                             std::memory_order_acquire)) {
@@ -300,6 +311,7 @@ class pool_core {
   __attribute__((noinline)) claim refill(lane& l, std::uint64_t w) noexcept {
     std::uint32_t k;
     if (!take_block(k)) return scavenge();
+    pool_step("pool.refill.claimed");
     char* base = dir_[k].load(std::memory_order_relaxed);
     if (!base) {
       base = static_cast<char*>(tenon_pool_reserve_block(block_bytes_, 1));
@@ -309,6 +321,7 @@ class pool_core {
       }
       dir_[k].store(base, std::memory_order_release);
     }
+    pool_step("pool.refill.install");
     // Install the block with its first slot taken by us.
     const std::uint64_t fresh = (std::uint64_t{k + 1} << 32) | 1u;
     while (!l.word.compare_exchange_weak(w, fresh, std::memory_order_acq_rel,
