@@ -95,12 +95,21 @@ class pool_core {
     block_elems_ = std::uint32_t{1} << shift;
     block_bytes_ = round_up(stride_ * block_elems_, 4096);
     dir_entries_ = std::uint32_t((std::uint64_t{1} << 32) >> shift);
-    dir_bytes_ = round_up(std::size_t{dir_entries_} * (sizeof(void*) + sizeof(std::uint32_t)), 4096);
+    seg_shift_ = 0;
+    while (seg_shift_ < 10 && (block_bytes_ << (seg_shift_ + 1)) <= kSegmentBytes) ++seg_shift_;
+    seg_bytes_ = block_bytes_ << seg_shift_;
+    const std::size_t seg_entries = (std::size_t{dir_entries_} + (1u << seg_shift_) - 1) >> seg_shift_;
+    // One lazily committed reservation: block bases, spare links, segment bases
+    // (dir_entries_ is a power of two >= 256, so every array stays 8-aligned).
+    dir_bytes_ = round_up(std::size_t{dir_entries_} * (sizeof(void*) + sizeof(std::uint32_t)) +
+                              seg_entries * sizeof(void*), 4096);
     void* d = tenon_pool_reserve_block(dir_bytes_, 0);
     if (!d) return false;
     dir_ = static_cast<std::atomic<char*>*>(d);
     spare_next_ = reinterpret_cast<std::atomic<std::uint32_t>*>(
         static_cast<char*>(d) + std::size_t{dir_entries_} * sizeof(void*));
+    seg_ = reinterpret_cast<std::atomic<char*>*>(
+        static_cast<char*>(d) + std::size_t{dir_entries_} * (sizeof(void*) + sizeof(std::uint32_t)));
     set_limit(TENON_POOL_MAX_ELEMENTS);
     next_block_.store(0, std::memory_order_relaxed);
     spare_head_.store(0, std::memory_order_relaxed);
@@ -121,11 +130,13 @@ class pool_core {
   // Not concurrent with anything.
   void reset() noexcept {
     const std::uint64_t claimed = std::min<std::uint64_t>(next_block_.load(std::memory_order_acquire), nblocks_);
-    for (std::uint64_t k = 0; k < claimed; ++k) {
-      if (char* b = untag(dir_[k].load(std::memory_order_relaxed))) {
-        tenon_pool_release_block(b, block_bytes_);
-      }
-      dir_[k].store(nullptr, std::memory_order_relaxed);
+    for (std::uint64_t k = 0; k < claimed; ++k) dir_[k].store(nullptr, std::memory_order_relaxed);
+    // One munmap per segment (up to 32 blocks of 2 MiB): the kernel's fixed
+    // cost per call (VMA surgery, TLB shootdown) is paid 32 times less.
+    const std::uint64_t segments = (claimed + (1u << seg_shift_) - 1) >> seg_shift_;
+    for (std::uint64_t s = 0; s < segments; ++s) {
+      if (char* seg = seg_[s].load(std::memory_order_relaxed)) tenon_pool_release_block(seg, seg_bytes_);
+      seg_[s].store(nullptr, std::memory_order_relaxed);
     }
     next_block_.store(0, std::memory_order_relaxed);
     spare_slots_.store(0, std::memory_order_relaxed);
@@ -236,6 +247,8 @@ class pool_core {
     std::atomic<std::uint64_t> word{0};
   };
 
+  static constexpr std::size_t kSegmentBytes = std::size_t{64} << 20;
+
   static std::size_t round_up(std::size_t n, std::size_t a) noexcept { return (n + a - 1) & ~(a - 1); }
 
   // Smallest power of two whose block is at least 2 MiB (one transparent huge
@@ -314,7 +327,7 @@ class pool_core {
     pool_step("pool.refill.claimed");
     char* base = dir_[k].load(std::memory_order_relaxed);
     if (!base) {
-      base = static_cast<char*>(tenon_pool_reserve_block(block_bytes_, 1));
+      base = block_memory(k);
       if (!base) {
         push_spare(k);  // its number stays usable once memory is back
         return {nullptr, TENON_POOL_NO_INDEX, no_memory};
@@ -333,6 +346,25 @@ class pool_core {
       }
     }
     return {base, k << shift_, ok};
+  }
+
+  // Block k's memory: its slice of segment k >> seg_shift_. A segment is
+  // reserved (lazily committed address space) by the first block that needs
+  // it and installed by CAS; a thread that loses that race gives its
+  // reservation back and uses the winner's. Nobody waits for the winner.
+  char* block_memory(std::uint32_t k) noexcept {
+    std::atomic<char*>& slot = seg_[k >> seg_shift_];
+    char* seg = slot.load(std::memory_order_acquire);
+    if (!seg) {
+      char* mine = static_cast<char*>(tenon_pool_reserve_block(seg_bytes_, 1));
+      if (!mine) return nullptr;
+      pool_step("pool.segment.reserved");
+      if (slot.compare_exchange_strong(seg, mine, std::memory_order_acq_rel, std::memory_order_acquire))
+        seg = mine;
+      else
+        tenon_pool_release_block(mine, seg_bytes_);
+    }
+    return seg + std::size_t{k & ((1u << seg_shift_) - 1)} * block_bytes_;
   }
 
   // The index space is used up: take any slot left in any lane, so that the
@@ -358,6 +390,9 @@ class pool_core {
   // Read-mostly fields, shared by every thread.
   std::atomic<char*>* dir_ = nullptr;
   std::atomic<std::uint32_t>* spare_next_ = nullptr;
+  std::atomic<char*>* seg_ = nullptr;
+  std::size_t seg_bytes_ = 0;
+  unsigned seg_shift_ = 0;
   std::size_t stride_ = 0;
   std::size_t block_bytes_ = 0;
   std::size_t dir_bytes_ = 0;

@@ -25,7 +25,8 @@
 namespace {
 
 const std::vector<std::string> kSteps = {"pool.refill.claimed", "pool.refill.install",
-                                         "pool.spare.pop", "pool.spare.push"};
+                                         "pool.segment.reserved", "pool.spare.pop",
+                                         "pool.spare.push"};
 
 enum role { other, victim, racer_a };
 thread_local role t_role = other;
@@ -57,20 +58,38 @@ void hook(const char* step) {
 
 void on_lane0() { tenon::detail::tl_pool_lane_plus1 = 1; }
 
+void phase_one_and_two(tenon::mass_pool<std::uint64_t>* pool);
+[[noreturn]] void run_others_or_exit(tenon::mass_pool<std::uint64_t>* pool);
+
 [[noreturn]] void scenario(const std::string& step) {
   g_step = step;
   g_victim_is_a = step == "pool.spare.push";
   auto* pool = new tenon::mass_pool<std::uint64_t>(2);  // 4 per block; leaked on purpose
   tenon::detail::pool_step_hook.store(&hook);
 
+  if (step == "pool.segment.reserved") {
+    // The first emplace of a fresh pool reserves its first segment: park the
+    // victim between that reservation and the CAS that publishes it.
+    std::thread([pool] {
+      on_lane0();
+      t_role = victim;
+      pool->emplace(std::uint64_t{3});
+    }).detach();
+  } else {
+    phase_one_and_two(pool);
+  }
+  run_others_or_exit(pool);
+}
+
+void phase_one_and_two(tenon::mass_pool<std::uint64_t>* pool) {
   // Phase 1: A and B race to refill lane 0; A loses and pushes its block on
   // the spare stack (for spare.push, A is the victim and parks right there).
-  std::thread a([&] {
+  std::thread a([pool] {
     on_lane0();
     t_role = racer_a;
     pool->emplace(std::uint64_t{1});
   });
-  std::thread b([&] {
+  std::thread b([pool] {
     on_lane0();
     wait_for(g_a_waiting);
     pool->emplace(std::uint64_t{2});
@@ -82,7 +101,7 @@ void on_lane0() { tenon::detail::tl_pool_lane_plus1 = 1; }
     if (pool->refill_races() != 1) _exit(2);
     // Phase 2: the victim fills lane 0's block and refills, which pops the
     // spare (spare.pop), claims it and installs it (refill.*), until it parks.
-    std::thread([&] {
+    std::thread([pool] {
       on_lane0();
       t_role = victim;
       for (int i = 0; i < 100 && !g_parked.load(); ++i) pool->emplace(std::uint64_t{3});
@@ -90,6 +109,9 @@ void on_lane0() { tenon::detail::tl_pool_lane_plus1 = 1; }
   } else {
     a.detach();
   }
+}
+
+[[noreturn]] void run_others_or_exit(tenon::mass_pool<std::uint64_t>* pool) {
   const auto reach_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (!g_parked.load() && std::chrono::steady_clock::now() < reach_deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
