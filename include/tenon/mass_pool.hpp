@@ -61,10 +61,11 @@ inline void pool_step(const char* name) noexcept {
 // The untyped engine behind both mass_pool<T> and the C API.
 //
 // Index space: index = block << shift | slot. A block is 2^shift slots of
-// `stride` bytes in one mapping from the platform layer (about 2 MiB, huge
-// page aligned). A fixed directory maps block number -> base address; it is
-// reserved once for the whole 2^32 index space and committed lazily, so it
-// never moves and a lookup is one load.
+// `stride` bytes (about 2 MiB), carved from segments of up to 32 blocks
+// reserved from the platform layer (huge page aligned, committed lazily). A
+// fixed directory maps block number -> base address; it is reserved once for
+// the whole 2^32 index space and committed lazily, so it never moves and a
+// lookup is one load.
 //
 // Claiming: 64 lanes per pool, each a 64-bit word (block + 1, slots used) on
 // its own cache line. A thread always uses the same lane (its ordinal mod
@@ -186,14 +187,17 @@ class pool_core {
   // minus the unfilled tails of lane blocks and the spare blocks. O(lanes).
   // Exact when no acquire() runs concurrently.
   std::uint64_t size() const noexcept {
-    std::uint64_t total = frontier() - spare_slots_.load(std::memory_order_acquire);
+    // Signed and clamped: under concurrent acquire() the parts are read at
+    // different moments, and an estimate must not wrap around.
+    std::int64_t holes = std::int64_t(spare_slots_.load(std::memory_order_acquire));
     for (const auto& l : lanes_) {
       const std::uint64_t w = l.word.load(std::memory_order_acquire);
       if ((w >> 32) == 0) continue;
       const std::uint32_t k = std::uint32_t(w >> 32) - 1;
-      total -= block_end(k) - std::min(std::uint32_t(w), block_end(k));
+      holes += block_end(k) - std::min(std::uint32_t(w), block_end(k));
     }
-    return total;
+    const std::int64_t total = std::int64_t(frontier()) - holes;  // read last: it only grows
+    return total < 0 ? 0 : std::uint64_t(total);
   }
 
   // Calls f(first_index, count) for the filled part of every claimed block,
@@ -426,7 +430,7 @@ class pool_core {
 //  - Indices are dense except for the unfilled tail of each lane's current
 //    block: with one emplacing thread they are exactly 0 .. size()-1. The
 //    iterators skip those tails: they visit every element once, in index
-//    order, and (it - begin()) is the element's rank, index_of(it) its index.
+//    order, and (it - begin()) is the element's rank, it.index() its index.
 template <class T>
 class mass_pool {
   static_assert(!std::is_reference_v<T> && !std::is_const_v<T>, "mass_pool<T>: T must be an object type");
@@ -452,9 +456,12 @@ class mass_pool {
     T* ptr;
   };
 
-  // block_shift: 2^block_shift elements per block; 0 picks about 2 MiB.
+  // block_shift: 2^block_shift elements per block (1 .. 24); 0 picks the
+  // smallest power of two giving at least 2 MiB. A shift above 24 throws
+  // std::invalid_argument; no address space for the directory, bad_alloc.
   explicit mass_pool(unsigned block_shift = 0) {
-    if (!core_.init(sizeof(T), alignof(T), block_shift)) fail(detail::pool_core::no_memory);
+    if (!core_.init(sizeof(T), alignof(T), block_shift))
+      fail(block_shift > 24 ? kInvalid : int(detail::pool_core::no_memory));
   }
   mass_pool(const mass_pool&) = delete;
   mass_pool& operator=(const mass_pool&) = delete;
@@ -639,13 +646,17 @@ class mass_pool {
     }
   }
 
+  static constexpr int kInvalid = -1;
+
   [[noreturn]] static void fail(int status) {
 #if defined(__cpp_exceptions)
+    if (status == kInvalid) throw std::invalid_argument("tenon::mass_pool: block_shift above 24");
     if (status == detail::pool_core::full)
       throw std::length_error("tenon::mass_pool: more than 2^32-1 elements (or the test limit)");
     throw std::bad_alloc();
 #else
-    detail::pool_fatal(status == detail::pool_core::full
+    detail::pool_fatal(status == kInvalid ? "tenon::mass_pool: block_shift above 24"
+                       : status == detail::pool_core::full
                            ? "tenon::mass_pool: more than 2^32-1 elements (or the test limit)"
                            : "tenon::mass_pool: out of memory");
 #endif

@@ -108,6 +108,12 @@ TEST(MassPoolLifecycle, LimitIsAClearErrorNotAWrap) {
   EXPECT_EQ(pool.size(), 1000u);
 }
 
+TEST(MassPoolLifecycle, BadBlockShiftIsAClearError) {
+  EXPECT_THROW(tenon::mass_pool<int>(25), std::invalid_argument);
+  tenon::mass_pool<int> smallest(1);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(smallest.emplace(i).index, std::uint32_t(i));
+}
+
 TEST(MassPoolLifecycle, LimitHookRules) {
   tenon::mass_pool<int> pool;
   EXPECT_FALSE(pool.set_max_elements_for_testing(0));
