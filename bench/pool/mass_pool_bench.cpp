@@ -322,7 +322,7 @@ int main(int argc, char** argv) {
   if (threads == 0 || n < threads) return usage();
   const bool have_tenon = !tenon_so.empty() && access(tenon_so.c_str(), R_OK) == 0;
 
-  std::printf("## mass_pool_bench: %llu elements from %u threads, %ld CPUs, THP %s\n\n",
+  std::printf("**mass_pool_bench**: %llu elements from %u threads, %ld CPUs, THP %s\n\n",
               (unsigned long long)n, threads, sysconf(_SC_NPROCESSORS_ONLN), thp_mode().c_str());
   if (warm) {
     // The largest footprint of any variant: glibc's 16-byte header per object.
