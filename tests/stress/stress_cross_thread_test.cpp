@@ -144,7 +144,7 @@ TEST(CrossThread, ProducersToOneConsumer) {
 // Ping-pong of realloc: a block is grown by one thread and shrunk by another,
 // so realloc runs on blocks owned by a different thread.
 TEST(CrossThread, ReallocOnForeignThreadBlocks) {
-  const std::size_t rounds = tenon_test::scaled(20000);
+  const std::size_t rounds = tenon_test::scaled(100000);
   constexpr std::size_t kSlots = 256;
   std::vector<std::atomic<void*>> slots(kSlots);
   for (auto& s : slots) s.store(nullptr);

@@ -64,8 +64,11 @@ TEST(ThreadChurn, ShortThreadsKeepRssBounded) {
   EXPECT_EQ(shared.failures.count(), 0) << shared.failures.first();
   const std::size_t growth = after > before ? after - before : 0;
   std::printf("thread churn: %zu threads, RSS %zu KiB -> %zu KiB\n", total, before >> 10, after >> 10);
-  EXPECT_LT(growth, std::size_t{64} << 20)
-      << "RSS grew by " << (growth >> 20) << " MiB over " << total
+  // Sanitizer shadow memory and per-thread state count in RSS: bound it only
+  // in plain builds (Release is where this label's bound is defined).
+  if (!tenon_test::kSanitized)
+    EXPECT_LT(growth, std::size_t{64} << 20)
+        << "RSS grew by " << (growth >> 20) << " MiB over " << total
       << " short threads: memory of exited threads is not being reused";
 }
 
@@ -88,7 +91,9 @@ TEST(ThreadChurn, MainFreesBlocksOfExitedThreads) {
   const std::size_t after = resident_bytes();
   EXPECT_EQ(failures.count(), 0) << failures.first();
   const std::size_t growth = after > before ? after - before : 0;
-  EXPECT_LT(growth, std::size_t{64} << 20) << "RSS grew by " << (growth >> 20) << " MiB";
+  std::printf("exited threads: %zu rounds, RSS %zu KiB -> %zu KiB\n", rounds, before >> 10, after >> 10);
+  if (!tenon_test::kSanitized)
+    EXPECT_LT(growth, std::size_t{64} << 20) << "RSS grew by " << (growth >> 20) << " MiB";
 }
 
 }  // namespace
