@@ -362,14 +362,25 @@ TEST(EdgeCases, AlignedAllocSmallPowerOfTwoAlignments) {
   }
 }
 
+// A crash here names its step on stderr (ctest --output-on-failure shows it).
 TEST(EdgeCases, AlignedAllocZeroSizeIsFreeable) {
-  for (std::size_t a : {std::size_t{8}, std::size_t{64}, std::size_t{1} << 16}) {
+  for (std::size_t a : {std::size_t{8}, std::size_t{64}, std::size_t{4096}, std::size_t{1} << 16,
+                        std::size_t{1} << 22}) {
+    std::fprintf(stderr, "step: tenon_aligned_alloc(%zu, 0), usable size, free\n", a);
     void* p = tenon_aligned_alloc(a, 0);
     if (p) EXPECT_TRUE(is_aligned(p, a)) << p << " alignment " << a;
+    (void)tenon_malloc_usable_size(p);
     tenon_free(p);
+    std::fprintf(stderr, "step: tenon_memalign(%zu, 0), usable size, free\n", a);
     p = tenon_memalign(a, 0);
     if (p) EXPECT_TRUE(is_aligned(p, a)) << p << " alignment " << a;
+    (void)tenon_malloc_usable_size(p);
     tenon_free(p);
+    std::fprintf(stderr, "step: tenon_posix_memalign(&out, %zu, 0), usable size, free\n", a);
+    void* out = nullptr;
+    EXPECT_EQ(tenon_posix_memalign(&out, a, 0), 0);
+    (void)tenon_malloc_usable_size(out);
+    tenon_free(out);
   }
 }
 

@@ -170,3 +170,33 @@ TEST(Realloc, SameAndWithinUsableSize) {
 }
 
 }  // namespace
+
+namespace {
+
+// Blocks from the aligned entry points (including alignments beyond the 4 MiB
+// chunk size, which take a different path) resized up and down.
+TEST(Realloc, AlignedBlocksGrowAndShrink) {
+  std::uint64_t seed = 500;
+  for (std::size_t a : {std::size_t{64}, std::size_t{4096}, std::size_t{1} << 16, std::size_t{1} << 20,
+                        std::size_t{4} << 20, std::size_t{8} << 20, std::size_t{32} << 20}) {
+    for (std::size_t size : {std::size_t{24}, std::size_t{5000}, std::size_t{100000}, std::size_t{3} << 20}) {
+      for (std::size_t to : {std::size_t{8}, size / 2 + 1, size * 2 + 3, std::size_t{9} << 20}) {
+        ++seed;
+        void* p = tenon_aligned_alloc(a, size);
+        ASSERT_NE(p, nullptr) << "tenon_aligned_alloc(" << a << ", " << size << ")";
+        ASSERT_TRUE(is_aligned(p, a));
+        fill_pattern(p, size, seed);
+        void* q = tenon_realloc(p, to);
+        ASSERT_NE(q, nullptr) << "tenon_realloc(aligned_alloc(" << a << ", " << size << "), " << to << ")";
+        const std::size_t keep = std::min(size, to);
+        EXPECT_EQ(first_pattern_mismatch(q, keep, seed), keep)
+            << "realloc of an aligned block (" << a << ", " << size << ") to " << to << " lost contents";
+        EXPECT_GE(tenon_malloc_usable_size(q), to);
+        fill_pattern(q, to, seed);
+        tenon_free(q);
+      }
+    }
+  }
+}
+
+}  // namespace

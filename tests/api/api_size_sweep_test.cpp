@@ -169,3 +169,30 @@ TEST(AlignmentSweep, ManyLiveAlignedBlocks) {
 }
 
 }  // namespace
+
+namespace {
+
+// Alignments above the 4 MiB chunk size: the block cannot sit at a chunk
+// offset, so it takes its own mapping. Small and large sizes alike.
+TEST(AlignmentSweep, BeyondChunkSize) {
+  std::uint64_t seed = 77;
+  std::vector<Block> live;
+  for (std::size_t a : {std::size_t{8} << 20, std::size_t{16} << 20, std::size_t{64} << 20}) {
+    for (std::size_t size : {std::size_t{1}, std::size_t{100}, std::size_t{70000}, std::size_t{3} << 20, a + 1}) {
+      ASSERT_TRUE(take(live, size, a, seed++, [a](std::size_t n) { return tenon_aligned_alloc(a, n); },
+                       "tenon_aligned_alloc"))
+          << "alignment " << a;
+      EXPECT_NE(tenon_owns(live.back().p), 0) << "alignment " << a << " size " << size;
+      ASSERT_TRUE(take(live, size, a, seed++,
+                       [a](std::size_t n) {
+                         void* out = nullptr;
+                         return tenon_posix_memalign(&out, a, n) == 0 ? out : nullptr;
+                       },
+                       "tenon_posix_memalign"))
+          << "alignment " << a;
+    }
+    ASSERT_TRUE(verify_and_free(live)) << "alignment " << a;
+  }
+}
+
+}  // namespace
