@@ -101,15 +101,38 @@ TEST(Calloc, ZeroedAfterReallocShrinkReleasesDirtyTail) {
 }
 
 TEST(Calloc, HugeIsZeroed) {
-  const std::size_t size = kSanitized ? (std::size_t{16} << 20) : (std::size_t{96} << 20);
-  void* p = tenon_malloc(size);
-  ASSERT_NE(p, nullptr);
-  std::memset(p, 0x3c, size);
-  tenon_free(p);
-  void* q = tenon_calloc(size / 16, 16);
-  ASSERT_NE(q, nullptr);
-  ASSERT_EQ(first_nonzero(q, size), size);
-  tenon_free(q);
+  for (std::size_t size : {std::size_t{32} << 20, std::size_t{96} << 20}) {
+    if (kSanitized && size > (std::size_t{32} << 20)) continue;
+    void* p = tenon_malloc(size);
+    ASSERT_NE(p, nullptr);
+    std::memset(p, 0x3c, size);
+    tenon_free(p);
+    void* q = tenon_calloc(size / 16, 16);
+    ASSERT_NE(q, nullptr);
+    ASSERT_EQ(first_nonzero(q, size), size) << "tenon_calloc of " << size << " after a dirty free";
+    tenon_free(q);
+  }
+}
+
+// A freed huge mapping may be reused for a somewhat smaller or larger request
+// (shrunk, or grown in place / moved): all of the calloc'd bytes must be zero.
+TEST(Calloc, ZeroedWhenReusingADifferentSizedHugeMapping) {
+  const std::pair<std::size_t, std::size_t> cases[] = {
+      {std::size_t{8} << 20, std::size_t{5} << 20},  {std::size_t{5} << 20, std::size_t{8} << 20},
+      {std::size_t{3} << 20, (std::size_t{5} << 20) + 7}, {(std::size_t{12} << 20) + 5, std::size_t{7} << 20},
+  };
+  for (auto [dirty, wanted] : cases) {
+    void* p = tenon_malloc(dirty);
+    ASSERT_NE(p, nullptr);
+    std::memset(p, 0xc3, dirty);
+    tenon_free(p);
+    void* q = tenon_calloc(1, wanted);
+    ASSERT_NE(q, nullptr);
+    std::size_t bad = first_nonzero(q, wanted);
+    ASSERT_EQ(bad, wanted) << "tenon_calloc(1, " << wanted << ") after freeing a dirty block of " << dirty
+                           << ": non-zero byte at " << bad;
+    tenon_free(q);
+  }
 }
 
 }  // namespace

@@ -505,3 +505,37 @@ TEST(EdgeCases, StatsPrintDoesNotDisturb) {
 }
 
 }  // namespace
+
+namespace {
+
+// POSIX.1-2024: free() shall not modify errno. Checked for every kind of
+// block, including huge ones (unmapped or cached) and a burst that makes the
+// allocator purge.
+TEST(EdgeCases, FreePreservesErrno) {
+  std::vector<std::size_t> sizes = {0, 1, 100, 5000, 40000, 300000, std::size_t{3} << 20, std::size_t{70} << 20};
+  for (std::size_t size : sizes) {
+    void* p = tenon_malloc(size);
+    ASSERT_NE(p, nullptr);
+    std::memset(p, 1, size);
+    errno = 12345;
+    tenon_free(p);
+    EXPECT_EQ(errno, 12345) << "tenon_free of a block of " << size << " changed errno";
+    p = tenon_malloc(size);
+    ASSERT_NE(p, nullptr);
+    errno = 12345;
+    tenon_free_sized(p, size);
+    EXPECT_EQ(errno, 12345) << "tenon_free_sized of a block of " << size << " changed errno";
+  }
+  std::vector<void*> many;
+  for (int i = 0; i < 20000; ++i) many.push_back(tenon_malloc(16 + i % 2000));
+  errno = 12345;
+  for (void* p : many) tenon_free(p);
+  EXPECT_EQ(errno, 12345) << "freeing 20000 blocks changed errno";
+  void* a = tenon_aligned_alloc(std::size_t{8} << 20, 100);
+  ASSERT_NE(a, nullptr);
+  errno = 12345;
+  tenon_free_aligned_sized(a, std::size_t{8} << 20, 100);
+  EXPECT_EQ(errno, 12345) << "tenon_free_aligned_sized of an 8 MiB-aligned block changed errno";
+}
+
+}  // namespace

@@ -100,6 +100,18 @@ static void edge_malloc(void) {
   }
   for (int i = 0; i < 64; ++i) free(zeros[i]);
   free(NULL);
+  /* POSIX.1-2024: free() does not modify errno (foreign blocks included). */
+  static const size_t kinds[] = {1, 5000, 300000, 3u << 20};
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; ++i) {
+    void* p = malloc(kinds[i]);
+    errno = 12345;
+    free(p);
+    CHECK(errno == 12345, "free of a block of %zu changed errno to %d", kinds[i], errno);
+    p = __libc_malloc(kinds[i]);
+    errno = 12345;
+    free(p);
+    CHECK(errno == 12345, "free of a glibc block of %zu changed errno to %d", kinds[i], errno);
+  }
   CHECK(malloc_usable_size(NULL) == 0, "malloc_usable_size(NULL) = %zu", malloc_usable_size(NULL));
   for (size_t size = 0; size < 70000; size += 1 + size / 8) {
     void* p = malloc(size);
