@@ -96,4 +96,33 @@ TEST(ThreadChurn, MainFreesBlocksOfExitedThreads) {
     EXPECT_LT(growth, std::size_t{64} << 20) << "RSS grew by " << (growth >> 20) << " MiB";
 }
 
+// Threads that only free: each one frees a batch of blocks the main thread
+// allocated, then exits. Their remote frees are batched per thread, so a
+// batch still pending at thread exit must be handed over, not dropped (RSS).
+TEST(ThreadChurn, FreeOnlyThreads) {
+  Failures failures;
+  const std::size_t rounds = tenon_test::scaled(1500);
+  std::mt19937_64 rng(12);
+  std::vector<void*> batch(200);
+  // Warm-up round so that the baseline includes the spans in steady use.
+  auto round = [&](std::size_t r) {
+    for (std::size_t i = 0; i < batch.size(); ++i) batch[i] = make_block(rng, 0, r * 1000 + i, failures);
+    std::thread t([&] {
+      for (void* b : batch)
+        if (b) check_and_free(b, failures);
+    });
+    t.join();
+  };
+  for (std::size_t r = 0; r < 50; ++r) round(r);
+  const std::size_t before = resident_bytes();
+  for (std::size_t r = 50; r < rounds && failures.count() == 0; ++r) round(r);
+  const std::size_t after = resident_bytes();
+  EXPECT_EQ(failures.count(), 0) << failures.first();
+  const std::size_t growth = after > before ? after - before : 0;
+  std::printf("free-only threads: %zu rounds, RSS %zu KiB -> %zu KiB\n", rounds, before >> 10, after >> 10);
+  if (!tenon_test::kSanitized)
+    EXPECT_LT(growth, std::size_t{64} << 20)
+        << "RSS grew by " << (growth >> 20) << " MiB: blocks freed by exiting threads are not reused";
+}
+
 }  // namespace
