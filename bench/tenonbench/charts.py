@@ -8,6 +8,7 @@ try:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FormatStrFormatter
     HAVE_MPL = True
 except ImportError:  # run.py re-executes under a Python that has it when it can
     HAVE_MPL = False
@@ -36,6 +37,10 @@ def normalised_bars(norm, allocs, baseline, out_dir, name, what):
     ax.invert_yaxis()
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_xscale("log")
+    # Plain numbers (0.5, 2) read better than 10^x on a ratio axis.
+    ax.xaxis.set_major_formatter(FormatStrFormatter("%.2g"))
+    ax.xaxis.set_minor_formatter(FormatStrFormatter("%.2g"))
+    ax.tick_params(axis="x", which="minor", labelsize=6)
     ax.set_xlabel(f"{what} relative to {baseline} (lower is better, log scale)")
     ax.legend(fontsize=7, loc="lower right")
     return _save(fig, out_dir, name)
@@ -110,6 +115,8 @@ def scaling(summary, rows, allocs, baseline, ncpu, out_dir, name="threads.png"):
             ax.plot(xs, ys, marker="o", label=a)
         ax.axvline(ncpu, color="grey", linestyle=":", linewidth=1)
         ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted({t for t, _ in pts}))
+        ax.xaxis.set_major_formatter(FormatStrFormatter("%d"))
         ax.set_title(wname, fontsize=9)
         ax.set_xlabel("threads (dotted: cores)")
     for k in range(n, nrows * cols):
