@@ -98,7 +98,8 @@ def machine_info(args, repeat, threads, allocs):
         with open("/proc/cpuinfo") as f:
             cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "")
         with open("/proc/meminfo") as f:
-            mem = next((l.split(":", 1)[1].strip() for l in f if l.startswith("MemTotal")), "")
+            kib = next((int(l.split()[1]) for l in f if l.startswith("MemTotal")), 0)
+            mem = f"{kib / 2**20:.1f} GiB"
     except OSError:
         mem = ""
     rev = sh(["git", "rev-parse", "--short", "HEAD"])
@@ -128,7 +129,12 @@ def check(out, rows, allocs, runs, have_charts, files, fast, only_extra):
         if not os.path.exists(os.path.join(out, f)):
             problems.append(f"{f} missing")
     if have_charts:
-        for key in ("norm_time", "norm_rss", "size_sweep", "thread_chunks", "threads", "latency"):
+        kinds = {w.kind for w, _, _ in rows}
+        scaled = len({t for w, t, _ in rows if w.threaded and not w.fixed_threads}) > 1
+        wanted = (["norm_time", "norm_rss"] if rows else []) + (["size_sweep"] if "size" in kinds else []) + \
+                 (["thread_chunks"] if "chunk" in kinds else []) + (["latency"] if "latency" in kinds else []) + \
+                 (["threads"] if scaled else [])
+        for key in wanted:
             if not files.get(key) or not os.path.exists(os.path.join(out, files[key])):
                 problems.append(f"chart {key} missing")
     if "fastpath-instr" in only_extra:
@@ -180,13 +186,14 @@ def main(argv):
                 plan.append((rep, w, t, label, a))
     print(f"bench: {len(allocs)} allocators ({', '.join(names)}), {len(rows)} rows, {len(plan)} runs, "
           f"repeat {repeat}, report in {out}", file=sys.stderr)
+    launcher = os.path.join(build, "bench", "workloads", "launch")
     prog = Progress(len(plan))
     runs = []
     for rep, w, t, label, a in plan:
         cmd = workloads.command(w, t, smoke, build, HERE)
-        env = a.env()
+        env = a.launch_env()
         env.update(w.env)
-        r = runner.run(cmd, env, timeout)
+        r = runner.run(cmd, env, timeout, launcher)
         metrics = runner.parse_metrics(r["stdout"])
         ok = r["rc"] == 0 and not r["timed_out"] and "OK" in metrics
         rec = {"row": label, "workload": w.name, "threads": t, "alloc": a.name, "rep": rep, "ok": ok,

@@ -22,6 +22,13 @@ class Allocator:
     version: str = ""
     notes: list = field(default_factory=list)
 
+    def launch_env(self):
+        """For bench/workloads/launch, which sets LD_PRELOAD in the workload only."""
+        env = dict(os.environ)
+        env.pop("LD_PRELOAD", None)
+        env["TENON_BENCH_PRELOAD"] = self.path or ""
+        return env
+
     def env(self, base=None):
         env = dict(os.environ if base is None else base)
         env.pop("LD_PRELOAD", None)

@@ -60,16 +60,22 @@ def freeze_probe(build_dir, allocs, smoke, timeout=120):
     binary = os.path.join(build_dir, "tests", "freeze", "freeze_probe")
     if not os.path.exists(binary):
         return None
-    args = ["--freezes", "20", "--threads", "2"] if smoke else ["--freezes", "200", "--threads", "4"]
+    # Bounded: an allocator that stalls costs a deadline per freeze, so the
+    # time cap keeps a locked one from eating the suite's five minutes.
+    args = (["--freezes", "10", "--threads", "3", "--deadline-ms", "200", "--max-seconds", "2"] if smoke else
+            ["--freezes", "200", "--threads", "4", "--deadline-ms", "300", "--max-seconds", "10"])
     out = {}
     for a in allocs:
         r = runner.run([binary] + args, a.env(), timeout)
-        m = None
+        m, source = None, ""
         for line in r["stdout"].splitlines():
             m = _RESULT.search(line) or m
+            if line.startswith("freeze_probe: malloc from "):
+                source = line.split("from ", 1)[1].strip()
         if m:
             out[a.name] = {"freezes": int(m.group(1)), "stalled": int(m.group(2)),
-                           "max_stall_ms": float(m.group(3)), "rc": r["rc"]}
+                           "max_stall_ms": float(m.group(3)), "rc": r["rc"], "malloc_from": source,
+                           "args": " ".join(args)}
         else:
             out[a.name] = {"error": f"exit {r['rc']}{' (timed out)' if r['timed_out'] else ''}, no RESULT line: "
                                     f"{(r['stdout'] + r['stderr']).strip()[-200:]}"}

@@ -9,8 +9,19 @@ from . import stats
 from .stats import PERCENTILES
 
 
+def _numeric(cell):
+    c = str(cell).strip().split(" ")[0].lstrip("±").rstrip("%")
+    try:
+        float(c)
+        return True
+    except ValueError:
+        return c in ("-", "FAIL", "n/a", "")
+
+
 def md_table(header, rows):
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|"]
+    """Markdown table; columns whose cells all look numeric are right-aligned."""
+    right = [i > 0 and rows and all(_numeric(r[i]) for r in rows) for i in range(len(header))]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if r else "---" for r in right) + "|"]
     lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
     return "\n".join(lines)
 
@@ -26,7 +37,7 @@ def _f(x, spec="{:.2f}", none="-"):
     return none if x is None else spec.format(x)
 
 
-def summary_rows(summary, norm_t, gm_t, gm_r, allocs, baseline, fast):
+def summary_rows(summary, norm_t, gm_t, gm_c, gm_r, allocs, baseline, fast):
     """Rows: per workload, the baseline's median seconds and every allocator's
     time relative to it; then geometric means; then fastpath-instr."""
     header = ["workload", f"{baseline} s"] + allocs
@@ -42,6 +53,8 @@ def summary_rows(summary, norm_t, gm_t, gm_r, allocs, baseline, fast):
                 cells.append(_f(norm_t[row].get(a), "{:.2f}"))
         rows.append([row, _f(base, "{:.3f}")] + cells)
     rows.append(["geomean time", ""] + [_f(gm_t.get(a), "{:.3f}") for a in allocs])
+    # CPU time is less disturbed by other load on a shared machine than wall time.
+    rows.append(["geomean user+sys", ""] + [_f(gm_c.get(a), "{:.3f}") for a in allocs])
     rows.append(["geomean peak RSS", ""] + [_f(gm_r.get(a), "{:.3f}") for a in allocs])
     if fast:
         rows.append(["fastpath-instr (instr/pair)", ""] +
@@ -53,7 +66,9 @@ def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, ch
     summary = stats.summarize(runs, rows, allocs)
     norm_t = stats.normalise(summary, baseline, "wall_s")
     norm_r = stats.normalise(summary, baseline, "rss_kib")
+    norm_c = stats.normalise(summary, baseline, "cpu_s")
     gm_t, gm_r = stats.geomeans(norm_t, allocs), stats.geomeans(norm_r, allocs)
+    gm_c = stats.geomeans(norm_c, allocs)
     labels = {w.kind: label for w, _, label in rows}
     size_t = stats.size_table(runs, labels["size"]) if "size" in labels else {}
     chunk_t = stats.chunk_table(runs, labels["chunk"]) if "chunk" in labels else {}
@@ -63,7 +78,7 @@ def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, ch
     if charts is not None:
         files = charts(summary, norm_t, norm_r, size_t, chunk_t, lat_t)
 
-    header, srows = summary_rows(summary, norm_t, gm_t, gm_r, allocs, baseline, fast)
+    header, srows = summary_rows(summary, norm_t, gm_t, gm_c, gm_r, allocs, baseline, fast)
     md = [f"# tenon benchmark report", "",
           f"Medians of {meta['repeat']} interleaved run(s) per allocator (fewer where noted); "
           f"times and RSS relative to **{baseline}** (lower is better). "
@@ -139,9 +154,11 @@ def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, ch
     md += ["## Freeze test", "",
            "Does a thread frozen at an arbitrary instruction inside the allocator stop the others? (`tests/freeze/freeze_probe`)", ""]
     if freeze:
-        md += [md_table(["allocator", "freezes", "stalled", "max stall ms"],
-                        [[a] + ([r["freezes"], r["stalled"], f"{r['max_stall_ms']:.1f}"] if "error" not in r
-                                else ["error", r["error"][:120], ""]) for a, r in freeze.items()]), ""]
+        args = next((r["args"] for r in freeze.values() if "args" in r), "")
+        md += [f"`freeze_probe {args}`; a freeze is *stalled* when some other thread did not progress before the deadline.", "",
+               md_table(["allocator", "freezes", "stalled", "max stall ms", "malloc from"],
+                        [[a] + ([r["freezes"], r["stalled"], f"{r['max_stall_ms']:.1f}", os.path.basename(r["malloc_from"])]
+                                if "error" not in r else ["error", r["error"][:120], "", ""]) for a, r in freeze.items()]), ""]
     else:
         md += ["(not run: `tests/freeze/freeze_probe` is not built)", ""]
     fails = [r for r in runs if not r["ok"]]
@@ -149,7 +166,8 @@ def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, ch
         md += ["## Failed runs", "", md_table(["row", "allocator", "rep", "exit", "stderr"],
                [[r["row"], r["alloc"], r["rep"], "timeout" if r["timed_out"] else r["rc"],
                  r["stderr"].strip().replace("\n", " ").replace("|", "/")[-160:]] for r in fails]), ""]
-    md += ["## Workloads", "", md_table(["workload", "what it does"], [[w.name, w.about] for w in
+    if rows:
+        md += ["## Workloads", "", md_table(["workload", "what it does"], [[w.name, w.about] for w in
            dict((w.name, w) for w, _, _ in rows).values()]), ""]
     with open(os.path.join(out_dir, "report.md"), "w") as f:
         f.write("\n".join(md))
@@ -165,7 +183,7 @@ def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, ch
     with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump({"meta": meta, "baseline": baseline, "runs": runs, "summary": summary,
                    "normalised_time": norm_t, "normalised_rss": norm_r,
-                   "geomean_time": gm_t, "geomean_rss": gm_r, "fastpath_instr": fast,
+                   "geomean_time": gm_t, "geomean_cpu": gm_c, "geomean_rss": gm_r, "fastpath_instr": fast,
                    "size_sweep": tuple_keys(size_t), "thread_chunks": tuple_keys(chunk_t), "latency": lat_t,
                    "pool_markdown": pool_md, "freeze": freeze, "charts": files}, f, indent=1, default=str)
     return text_table(header, srows), files
