@@ -4,6 +4,7 @@ any NAME=PATH given on the command line. Each candidate is probed once so a
 library that cannot be preloaded is reported as skipped, not as a failed run."""
 import glob
 import os
+import platform
 import subprocess
 from dataclasses import dataclass, field
 
@@ -38,20 +39,21 @@ class Allocator:
 
 
 def _ldconfig():
-    try:
-        out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=False).stdout
-    except OSError:
+    """{soname: path} from `ldconfig -p`, only entries for this machine's ABI
+    (a multilib system also lists 32-bit copies)."""
+    out = ""
+    for exe in ("ldconfig", "/sbin/ldconfig"):
         try:
-            out = subprocess.run(["/sbin/ldconfig", "-p"], capture_output=True, text=True, check=False).stdout
+            out = subprocess.run([exe, "-p"], capture_output=True, text=True, check=False).stdout
+            break
         except OSError:
-            return {}
+            continue
+    abi = {"x86_64": "x86-64", "aarch64": "AArch64"}.get(platform.machine())
     libs = {}
     for line in out.splitlines():
-        line = line.strip()
-        if "=>" not in line or "x86-64" not in line and "AArch64" not in line and "64" not in line:
+        if "=>" not in line or (abi and abi not in line):
             continue
-        name = line.split()[0]
-        libs.setdefault(name, line.split("=>")[-1].strip())
+        libs.setdefault(line.split()[0], line.split("=>")[-1].strip())
     return libs
 
 

@@ -8,10 +8,13 @@ try:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FormatStrFormatter
+    from matplotlib.ticker import FormatStrFormatter, NullLocator
     HAVE_MPL = True
 except ImportError:  # run.py re-executes under a Python that has it when it can
     HAVE_MPL = False
+
+
+RATIO_TICKS = [0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 5, 10, 20, 50, 100]
 
 
 def _save(fig, out_dir, name):
@@ -22,28 +25,47 @@ def _save(fig, out_dir, name):
 
 
 def normalised_bars(norm, allocs, baseline, out_dir, name, what):
-    """Horizontal grouped bars: one group per row, one bar per allocator."""
-    rows = [r for r in norm if any(norm[r].get(a) for a in allocs)]
-    if not rows:
+    """One small panel per workload (its thread counts side by side), one bar
+    per allocator, log scale around 1 = the baseline."""
+    groups = {}
+    for row in norm:
+        if any(norm[row].get(a) for a in allocs):
+            wname, _, t = row.partition("/")
+            groups.setdefault(wname, []).append((t or "", row))
+    if not groups:
         return None
-    h = 0.8 / max(1, len(allocs))
-    fig, ax = plt.subplots(figsize=(9, 1.0 + 0.28 * len(rows) * max(1, len(allocs)) * 0.55))
-    for i, a in enumerate(allocs):
-        ys = [k + i * h for k in range(len(rows))]
-        xs = [norm[r].get(a) or 0 for r in rows]
-        ax.barh(ys, xs, height=h, label=a)
-    ax.set_yticks([k + 0.4 - h / 2 for k in range(len(rows))])
-    ax.set_yticklabels(rows, fontsize=7)
-    ax.invert_yaxis()
-    ax.axvline(1.0, color="black", linewidth=0.8)
-    ax.set_xscale("log")
-    # Plain numbers (0.5, 2) read better than 10^x on a ratio axis.
-    ax.xaxis.set_major_formatter(FormatStrFormatter("%.2g"))
-    ax.xaxis.set_minor_formatter(FormatStrFormatter("%.2g"))
-    ax.tick_params(axis="x", which="minor", labelsize=6)
-    ax.set_xlabel(f"{what} relative to {baseline} (lower is better, log scale)")
-    ax.legend(fontsize=7, loc="lower right")
-    return _save(fig, out_dir, name)
+    cols = min(4, len(groups))
+    nrows = (len(groups) + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.6 * cols, 2.6 * nrows), squeeze=False)
+    w = 0.8 / max(1, len(allocs))
+    for k, (wname, members) in enumerate(groups.items()):
+        ax = axes[k // cols][k % cols]
+        for i, a in enumerate(allocs):
+            xs = [j + (i - (len(allocs) - 1) / 2) * w for j in range(len(members))]
+            ys = [norm[row].get(a) or 0 for _, row in members]
+            ax.bar(xs, ys, width=w, label=a, color=f"C{i}")
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        vals = [norm[row][a] for _, row in members for a in allocs if norm[row].get(a)] + [1.0]
+        lo, hi = min(vals) / 1.25, max(vals) * 1.25
+        ax.set_yscale("log")
+        ax.set_ylim(lo, hi)
+        # A few plain ratios (0.5, 2) read better than 10^x on a ratio axis.
+        ax.yaxis.set_minor_locator(NullLocator())
+        ax.set_yticks([t for t in RATIO_TICKS if lo <= t <= hi])
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%.3g"))
+        ax.tick_params(axis="y", labelsize=7)
+        ax.set_xticks(range(len(members)))
+        ax.set_xticklabels([t for t, _ in members], fontsize=7)
+        ax.set_title(wname, fontsize=9)
+    for k in range(len(groups), nrows * cols):
+        axes[k // cols][k % cols].axis("off")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.suptitle(f"{what} relative to {baseline} (lower is better, log scale)", fontsize=10, y=0.995)
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.975), ncol=len(allocs), fontsize=8)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    fig.savefig(os.path.join(out_dir, name), dpi=90)
+    plt.close(fig)
+    return name
 
 
 def size_sweep(table, out_dir, name="size_sweep.png"):
@@ -60,6 +82,7 @@ def size_sweep(table, out_dir, name="size_sweep.png"):
             axes[2].plot([p[0] / 2**20 for p in pts], [p[1] for p in pts], marker="o", label=a)
     for ax, title in zip(axes, ("malloc + touch + free", "calloc + touch + free", "peak RSS / requested (malloc)")):
         ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FormatStrFormatter("%d"))
         ax.set_xlabel("block size (MiB)")
         ax.set_title(title, fontsize=9)
     axes[0].set_yscale("log")
@@ -79,6 +102,9 @@ def thread_chunks(table, out_dir, name="thread_chunks.png"):
             pts = sorted((b, v["ns_per_call"]) for (tt, b), v in cells.items() if tt == t)
             ax.plot([p[0] / 1024 for p in pts], [p[1] for p in pts], marker="o", label=a)
         ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted({b // 1024 for cells in table.values() for (tt, b) in cells if tt == t}))
+        ax.xaxis.set_major_formatter(FormatStrFormatter("%d"))
+        ax.tick_params(axis="x", labelsize=6, rotation=45)
         ax.set_yscale("log")
         ax.set_title(f"{t} thread{'s' if t != 1 else ''}", fontsize=9)
         ax.set_xlabel("chunk (KiB)")
