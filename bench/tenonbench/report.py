@@ -40,7 +40,9 @@ def _f(x, spec="{:.2f}", none="-"):
 def summary_rows(summary, norm_t, gm_t, gm_c, gm_r, allocs, baseline, fast):
     """Rows: per workload, the baseline's median seconds and every allocator's
     time relative to it; then geometric means; then fastpath-instr."""
-    header = ["workload", f"{baseline} s"] + allocs
+    # The last column is the worst spread of the row over all allocators, so a
+    # reader sees at once which ratios the machine's noise could have moved.
+    header = ["workload", f"{baseline} s"] + allocs + ["max spread"]
     rows = []
     for row, per in summary.items():
         base = per.get(baseline, {}).get("wall_s")
@@ -51,14 +53,15 @@ def summary_rows(summary, norm_t, gm_t, gm_c, gm_r, allocs, baseline, fast):
                 cells.append("FAIL" if s.get("n_fail") else "-")
             else:
                 cells.append(_f(norm_t[row].get(a), "{:.2f}"))
-        rows.append([row, _f(base, "{:.3f}")] + cells)
-    rows.append(["geomean time", ""] + [_f(gm_t.get(a), "{:.3f}") for a in allocs])
+        spreads = [s["spread_pct"] for s in per.values() if "spread_pct" in s]
+        rows.append([row, _f(base, "{:.3f}")] + cells + [f"{max(spreads):.0f}%" if spreads else "-"])
+    rows.append(["geomean time", ""] + [_f(gm_t.get(a), "{:.3f}") for a in allocs] + [""])
     # CPU time is less disturbed by other load on a shared machine than wall time.
-    rows.append(["geomean user+sys", ""] + [_f(gm_c.get(a), "{:.3f}") for a in allocs])
-    rows.append(["geomean peak RSS", ""] + [_f(gm_r.get(a), "{:.3f}") for a in allocs])
+    rows.append(["geomean user+sys", ""] + [_f(gm_c.get(a), "{:.3f}") for a in allocs] + [""])
+    rows.append(["geomean peak RSS", ""] + [_f(gm_r.get(a), "{:.3f}") for a in allocs] + [""])
     if fast:
         rows.append(["fastpath-instr (instr/pair)", ""] +
-                    [_f(fast.get(a, {}).get("instr"), "{:.1f}", "n/a") for a in allocs])
+                    [_f(fast.get(a, {}).get("instr"), "{:.1f}", "n/a") for a in allocs] + [""])
     return header, rows
 
 
