@@ -125,6 +125,13 @@ def check(out, rows, allocs, runs, have_charts, files, fast, only_extra):
         for a in allocs:
             if not any(r["ok"] for r in runs if r["row"] == label and r["alloc"] == a.name):
                 problems.append(f"{label} did not succeed under {a.name}")
+    # The sweeps and the latency row must have produced their numbers too.
+    tags = {"size": "SIZE", "chunk": "CHUNK", "latency": "LAT"}
+    for w, _, label in rows:
+        if w.kind in tags:
+            for a in allocs:
+                if not any(r["metrics"].get(tags[w.kind]) for r in runs if r["row"] == label and r["alloc"] == a.name and r["ok"]):
+                    problems.append(f"{label} printed no {tags[w.kind]} lines under {a.name}")
     for f in ("report.md", "results.csv", "results.json"):
         if not os.path.exists(os.path.join(out, f)):
             problems.append(f"{f} missing")
