@@ -33,6 +33,16 @@ def text_table(header, rows):
     return "\n".join([fmt(header), "  ".join("-" * w for w in widths)] + [fmt(r) for r in cols[1:]])
 
 
+def _dur(ns):
+    """A duration in ns with a unit that keeps it short: 850 ns, 12.3 µs, 4.56 ms, 1.23 s."""
+    if ns is None:
+        return "-"
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if ns >= scale:
+            return f"{ns / scale:.3g} {unit}"
+    return f"{ns:.3g} ns"
+
+
 def _f(x, spec="{:.2f}", none="-"):
     return none if x is None else spec.format(x)
 
@@ -131,16 +141,19 @@ def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, ch
     if size_t:
         keys = sorted({k for cells in size_t.values() for k in cells}, key=lambda k: (k[0] != "malloc", k[1]))
         md += ["## Time against allocation size", "",
-               "ns per call (malloc or calloc + touch every page + free) / peak RSS ÷ requested.", "",
+               "Time per call (malloc or calloc + touch every page + free) / peak RSS ÷ requested. "
+               "RSS counts from the program's RSS at start, so what the allocator kept from earlier steps shows here too.", "",
                md_table(["op", "MiB"] + allocs, [[op, b >> 20] + [
-                   (lambda v: "-" if not v else f"{v['ns_per_call'] / 1000:.0f} µs / {v['rss_ratio']:.2f}")(size_t.get(a, {}).get((op, b)))
+                   (lambda v: "-" if not v else f"{_dur(v['ns_per_call'])} / {v['rss_ratio']:.2f}")(size_t.get(a, {}).get((op, b)))
                    for a in allocs] for op, b in keys]), ""]
     if chunk_t:
         keys = sorted({k for cells in chunk_t.values() for k in cells})
         md += ["## Per-thread chunks", "",
-               "ns per malloc+memset+free per thread / peak RSS ÷ (threads × chunk).", "",
+               "Time per malloc+memset+free (wall time of the cell ÷ calls per thread) / peak RSS ÷ (threads × chunk). "
+               "RSS counts from the program's RSS at start: thread stacks, per-thread caches and what the allocator "
+               "kept from earlier cells (the previous one had 33 MiB chunks) show here too.", "",
                md_table(["threads", "KiB"] + allocs, [[t, b >> 10] + [
-                   (lambda v: "-" if not v else f"{v['ns_per_call'] / 1000:.1f} µs / {v['rss_ratio']:.2f}")(chunk_t.get(a, {}).get((t, b)))
+                   (lambda v: "-" if not v else f"{_dur(v['ns_per_call'])} / {v['rss_ratio']:.2f}")(chunk_t.get(a, {}).get((t, b)))
                    for a in allocs] for t, b in keys]), ""]
     if lat_t:
         unit = next((d.get("unit") for ops in lat_t.values() for d in ops.values()), "")
