@@ -80,6 +80,11 @@ def _run(cmd, env, timeout):
         timer.start()
         try:
             _, status, ru = os.wait4(proc.pid, 0)
+        except KeyboardInterrupt:
+            # The child has its own session, so ^C did not reach it: end it here.
+            kill()
+            os.wait4(proc.pid, 0)
+            raise
         finally:
             timer.cancel()
         wall = time.perf_counter() - t0
