@@ -93,7 +93,7 @@ def machine_info(args, repeat, threads, allocs):
             return subprocess.run(cmd, capture_output=True, text=True, cwd=REPO).stdout.strip()
         except OSError:
             return ""
-    cpu = ""
+    cpu, mem = "", ""
     try:
         with open("/proc/cpuinfo") as f:
             cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "")
