@@ -423,9 +423,11 @@ void heap_free_other(heap* h, span* s, void* p) {
     return;
   }
   auto* b = static_cast<block*>(p);
-  if (h == &g_empty_heap) {  // a thread without a heap: hand the block over alone
+  // A thread that only frees (the consumer of a producer/consumer pair) gets
+  // a heap too, so that its remote frees are batched like everyone else's.
+  if (h == &g_empty_heap && !(h = heap_attach())) {
     b->next = nullptr;
-    push_remote(s, b, b, 1, nullptr);
+    push_remote(s, b, b, 1, nullptr);  // no heap to be had: hand the block over alone
     return;
   }
   remote_batch& rb = h->batch;
