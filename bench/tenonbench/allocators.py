@@ -2,6 +2,8 @@
 variants from the build folder, the Debian peers through `ldconfig -p`, and
 any NAME=PATH given on the command line. Each candidate is probed once so a
 library that cannot be preloaded is reported as skipped, not as a failed run."""
+from __future__ import annotations
+
 import glob
 import os
 import platform

@@ -134,7 +134,9 @@ def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, ch
            "Instructions per `free(malloc(32))` pair, from callgrind at N and 2N iterations: (I(2N) − I(N)) / N.", ""]
     if fast:
         md += [md_table(["row"] + allocs, [["fastpath-instr"] + [
-            _f(fast.get(a, {}).get("instr"), "{:.1f}", "n/a: " + fast.get(a, {}).get("error", "")[:60]) for a in allocs]]), ""]
+            _f(fast.get(a, {}).get("instr"), "{:.1f}", "n/a") for a in allocs]]), ""]
+        errors = sorted({r["error"] for r in fast.values() if "error" in r})
+        md += [f"n/a: {e}" for e in errors] + ([""] if errors else [])
     else:
         md += ["(not run)", ""]
 

@@ -2,6 +2,8 @@
 full and at smoke scale. Multithreaded workloads split a fixed amount of
 work over the threads, so a row's wall time compares allocators, and the
 same workload at 1, 2, 16 and 64 threads shows scaling and oversubscription."""
+from __future__ import annotations
+
 import os
 import sys
 from dataclasses import dataclass, field
