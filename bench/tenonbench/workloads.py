@@ -46,7 +46,7 @@ WORKLOADS = [
              about="single thread, cfrac/espresso-like short-lived mixed sizes"),
     Workload("python", "pyprog.py", ["12"], ["1"], threaded=False, env={"PYTHONMALLOC": "malloc"},
              about="CPython (PYTHONMALLOC=malloc): JSON, dicts, strings, sorting"),
-    Workload("latency", "latency", ["3000000", "4096"], ["20000", "512"], fixed_threads=2, kind="latency",
+    Workload("latency", "latency", ["8000000", "4096"], ["20000", "512"], fixed_threads=2, kind="latency",
              about="per-call cycles, 1 call in 8 sampled, 2 pinned threads"),
     Workload("size-sweep", "size_sweep", ["1024", "256"], ["8", "8"], threaded=False, kind="size",
              max_repeat=1, about="malloc/calloc + touch + free, 2 MiB ... 1 GiB"),
