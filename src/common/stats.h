@@ -17,7 +17,7 @@ namespace tenon {
   X(full_scans, "full-list scans after remote-free notifications")          \
   X(remote_batches, "remote-free batches handed over")                       \
   X(large_allocs, "large allocations")                                       \
-  X(huge_allocs, "huge allocations")                                         \
+  X(huge_allocs, "huge mappings made")                                         \
   X(huge_cache_hits, "huge allocations served from the cache")              \
   X(chunks_mapped, "chunks mapped")                                          \
   X(purges, "slice runs purged")                                             \
