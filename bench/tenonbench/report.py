@@ -20,7 +20,8 @@ def _numeric(cell):
 
 def md_table(header, rows):
     """Markdown table; columns whose cells all look numeric are right-aligned."""
-    right = [i > 0 and rows and all(_numeric(r[i]) for r in rows) for i in range(len(header))]
+    right = [i > 0 and bool(rows) and all(_numeric(r[i]) for r in rows) and any(str(r[i]).strip() for r in rows)
+             for i in range(len(header))]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if r else "---" for r in right) + "|"]
     lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
     return "\n".join(lines)
