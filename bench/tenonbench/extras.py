@@ -38,7 +38,7 @@ def fastpath_instr(build_dir, allocs, smoke, timeout=120):
     return out
 
 
-def pool_bench(build_dir, smoke, timeout=300):
+def pool_bench(build_dir, smoke, timeout=120):
     """The bulk-pool helper's Markdown table, verbatim, or None when not built."""
     binary = os.path.join(build_dir, "bench", "pool", "mass_pool_bench")
     if not os.path.exists(binary):
@@ -63,7 +63,7 @@ def freeze_probe(build_dir, allocs, smoke, timeout=120):
     # Bounded: an allocator that stalls costs a deadline per freeze, so the
     # time cap keeps a locked one from eating the suite's five minutes.
     args = (["--freezes", "10", "--threads", "3", "--deadline-ms", "200", "--max-seconds", "2"] if smoke else
-            ["--freezes", "200", "--threads", "4", "--deadline-ms", "300", "--max-seconds", "10"])
+            ["--freezes", "200", "--threads", "4", "--deadline-ms", "300", "--max-seconds", "6"])
     out = {}
     for a in allocs:
         r = runner.run([binary] + args, a.env(), timeout)
