@@ -216,8 +216,10 @@ def main(argv):
         print("bench: fastpath-instr (callgrind) ...", file=sys.stderr)
         fast = extras.fastpath_instr(build, allocs, smoke)
     if "pool" in only_extra:
+        print("bench: bulk pool (mass_pool_bench, when built) ...", file=sys.stderr)
         pool_md = extras.pool_bench(build, smoke)
     if "freeze" in only_extra:
+        print("bench: freeze probe (freeze_probe, when built) ...", file=sys.stderr)
         freeze = extras.freeze_probe(build, allocs, smoke)
 
     ncpu = os.cpu_count() or 1
