@@ -29,11 +29,23 @@ constexpr std::uint64_t run_mask(unsigned first, unsigned n) {
   return (n >= 64 ? ~std::uint64_t{0} : ((std::uint64_t{1} << n) - 1)) << first;
 }
 
-// Lowest position of a run of n zero bits in `used`, or -1.
-int find_run(std::uint64_t used, unsigned n) {
-  std::uint64_t free = ~used, starts = free;
-  for (unsigned i = 1; i < n && starts; ++i) starts &= free >> i;
-  return starts ? std::countr_zero(starts) : -1;
+// Start positions of the runs of n set bits in `bits`.
+std::uint64_t run_starts(std::uint64_t bits, unsigned n) {
+  std::uint64_t starts = bits;
+  for (unsigned i = 1; i < n && starts; ++i) starts &= bits >> i;
+  return starts;
+}
+
+// Where to take a run of n free slices, or -1. Runs whose slices are all
+// dirty ("warm") come first: their pages are resident already, so reusing
+// them keeps the set of touched pages (the RSS) from growing. With
+// warm_only, only such a run will do.
+int find_run(std::uint64_t used, std::uint64_t dirty, unsigned n, bool warm_only) {
+  std::uint64_t starts = run_starts(~used, n);
+  std::uint64_t warm = starts & run_starts(dirty & ~used, n);
+  if (warm) return std::countr_zero(warm);
+  if (warm_only || !starts) return -1;
+  return std::countr_zero(starts);
 }
 
 span* form(chunk* c, unsigned first, unsigned n) {
@@ -50,10 +62,10 @@ span* form(chunk* c, unsigned first, unsigned n) {
   return s;
 }
 
-span* try_take(chunk* c, unsigned n, stats* st) {
+span* try_take(chunk* c, unsigned n, bool warm_only, stats* st) {
   std::uint64_t used = c->used.load(std::memory_order_relaxed);
   for (;;) {
-    int pos = find_run(used, n);
+    int pos = find_run(used, c->dirty.load(std::memory_order_relaxed), n, warm_only);
     if (pos < 0) return nullptr;
     TENON_INJECT_POINT("chunk.take");
     if (c->used.compare_exchange_weak(used, used | run_mask(static_cast<unsigned>(pos), n),
@@ -92,20 +104,26 @@ std::uint32_t now_ms() {
 
 span* take_span(unsigned nslices, chunk** hint, stats* st) {
   TENON_LOCKED_SECTION(chunks);
-  if (*hint) {
-    if (span* s = try_take(*hint, nslices, st)) return s;
-  }
-  std::uint32_t n = g_nchunks.load(std::memory_order_acquire);
-  if (n > kMaxChunks) n = kMaxChunks;
-  std::uint32_t from = n ? g_scan_from.load(std::memory_order_relaxed) % n : 0;
-  for (std::uint32_t i = 0; i < n; ++i) {
-    std::uint32_t idx = (from + i) % n;
-    chunk* c = g_chunks[idx].load(std::memory_order_acquire);
-    if (!c || c == *hint) continue;
-    if (span* s = try_take(c, nslices, st)) {
-      *hint = c;
-      g_scan_from.store(idx, std::memory_order_relaxed);
-      return s;
+  // Warm slices anywhere (hint first, then a bounded scan) before clean ones
+  // in the hint chunk: a thread must not keep touching fresh pages of its own
+  // chunk while freed, still resident slices wait in others.
+  for (bool warm_only : {true, false}) {
+    if (*hint) {
+      if (span* s = try_take(*hint, nslices, warm_only, st)) return s;
+    }
+    std::uint32_t n = g_nchunks.load(std::memory_order_acquire);
+    if (n > kMaxChunks) n = kMaxChunks;
+    std::uint32_t from = n ? g_scan_from.load(std::memory_order_relaxed) % n : 0;
+    std::uint32_t limit = warm_only && n > kWarmScanChunks ? kWarmScanChunks : n;
+    for (std::uint32_t i = 0; i < limit; ++i) {
+      std::uint32_t idx = (from + i) % n;
+      chunk* c = g_chunks[idx].load(std::memory_order_acquire);
+      if (!c || c == *hint) continue;
+      if (span* s = try_take(c, nslices, warm_only, st)) {
+        *hint = c;
+        g_scan_from.store(idx, std::memory_order_relaxed);
+        return s;
+      }
     }
   }
   chunk* c = new_chunk(nslices, st);

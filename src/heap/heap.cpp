@@ -185,6 +185,19 @@ void release_empty(heap* h, span* s) {
   arena::release_span(s, &h->st);
 }
 
+// A span that just became empty (not on any list): keep it as the class's
+// spare if the class is one whose spans empty often and no spare is kept,
+// else give its slices back.
+void retire_empty(heap* h, class_lists& l, span* s) {
+  if (s->capacity <= kKeepEmptyMaxBlocks && !l.empty) {
+    s->state = span_state::avail;
+    s->low_mark = 1;
+    l.empty = s;
+    return;
+  }
+  release_empty(h, s);
+}
+
 void make_current(heap* h, unsigned cls, span* s) {
   s->state = span_state::current;
   s->used += kCurrentBias;
@@ -231,7 +244,7 @@ void scan_full(heap* h, unsigned cls) {
       collect(s);
       s->low_mark = 1;
       if (s->used == 0) {
-        release_empty(h, s);
+        retire_empty(h, l, s);
       } else {
         s->state = span_state::avail;
         list_push(&l.avail, s);
@@ -265,6 +278,10 @@ span* find_span(heap* h, unsigned cls) {
   if (notes && notes >= 1 + l.nfull / 16) scan_full(h, cls);
   if (span* s = l.avail) {
     list_unlink(&l.avail, s);
+    return s;
+  }
+  if (span* s = l.empty) {
+    l.empty = nullptr;
     return s;
   }
   if (span* s = partial_pop(cls, &h->st)) {
@@ -416,7 +433,8 @@ void heap_release(heap* h) {
         abandon(h, s);
         s = next;
       }
-    l.avail = l.full = nullptr;
+    if (l.empty) release_empty(h, l.empty);
+    l.avail = l.full = l.empty = nullptr;
     l.nfull = 0;
     l.notify.store(0, std::memory_order_relaxed);
   }
@@ -472,7 +490,7 @@ void heap_local_free_slow(heap* h, span* s) {
   } else {
     list_unlink(&l.avail, s);  // an avail span that just became empty
   }
-  release_empty(h, s);
+  retire_empty(h, l, s);
 }
 
 void heap_free_other(heap* h, span* s, void* p) {
