@@ -398,6 +398,7 @@ void deliver(heap* dest, block* head, block* tail, stats* st) {
   std::uintptr_t old = dest->inbox.load(std::memory_order_relaxed);
   for (;;) {
     if (old == kInboxClosed) {
+      tail->next = nullptr;  // a failed CAS may have linked the tail to a stale chain
       for (block* b = head; b;) {
         block* next = b->next;
         b->next = nullptr;
