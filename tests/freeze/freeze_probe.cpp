@@ -28,6 +28,7 @@
 #include <new>
 #include <thread>
 
+#include <dlfcn.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -41,6 +42,7 @@ struct Options {
   long min_ops = 32;           // K: operations each other worker must complete
   double max_seconds = 60;     // total time cap for the freeze loop
   bool require_progress = false;
+  const char* expect_malloc_from = nullptr;  // skip (77) unless malloc is from here
   unsigned seed = 12345;
 };
 
@@ -211,6 +213,7 @@ bool parse(int argc, char** argv, Options& o) {
     else if (arg("--min-ops")) o.min_ops = std::atol(argv[++i]);
     else if (arg("--max-seconds")) o.max_seconds = std::atof(argv[++i]);
     else if (arg("--seed")) o.seed = static_cast<unsigned>(std::atol(argv[++i]));
+    else if (arg("--expect-malloc-from")) o.expect_malloc_from = argv[++i];
     else if (std::strcmp(argv[i], "--require-progress") == 0) o.require_progress = true;
     else return false;
   }
@@ -235,9 +238,23 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, o)) {
     std::fprintf(stderr,
                  "usage: %s [--freezes N] [--threads T] [--deadline-ms D] [--min-ops K]\n"
-                 "          [--max-seconds S] [--seed N] [--require-progress]\n", argv[0]);
+                 "          [--max-seconds S] [--seed N] [--require-progress]\n"
+                 "          [--expect-malloc-from LIBNAME]\n", argv[0]);
     return 2;
   }
+  // Say which allocator is measured: the object that defines the malloc this
+  // program binds to (the LD_PRELOADed library, or libc).
+  Dl_info info{};
+  void* bound = dlsym(RTLD_DEFAULT, "malloc");
+  const char* from = (bound && dladdr(bound, &info) && info.dli_fname) ? info.dli_fname : "?";
+  std::printf("freeze_probe: malloc from %s\n", from);
+  if (o.expect_malloc_from && !std::strstr(from, o.expect_malloc_from)) {
+    // E.g. a libtenon.so that does not override malloc yet: measuring libc
+    // instead would say nothing about tenon.
+    std::printf("freeze_probe: SKIP malloc is not from %s\n", o.expect_malloc_from);
+    return 77;
+  }
+
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_freeze;
