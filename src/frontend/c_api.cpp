@@ -1,36 +1,77 @@
-// TEMPORARY STUB: forwards to glibc so that tests and benchmarks can be
-// developed while the real layers are written. Replaced by the real core.
-#include "tenon/tenon.h"
+// The tenon_* C API (libtenon.a and libtenon.so): standard semantics, see
+// docs/api.md for every edge case.
 #include <errno.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <malloc.h>
+
+#include "frontend/alloc_api.h"
+#include "platform/os.h"
+#include "tenon/tenon.h"
+
+using namespace tenon;
+
 extern "C" {
-void* __libc_malloc(size_t);
-void* __libc_calloc(size_t, size_t);
-void* __libc_realloc(void*, size_t);
-void __libc_free(void*);
-void* __libc_memalign(size_t, size_t);
-void* tenon_malloc(size_t n) { return __libc_malloc(n); }
-void* tenon_calloc(size_t c, size_t n) { return __libc_calloc(c, n); }
-void* tenon_realloc(void* p, size_t n) { return __libc_realloc(p, n); }
-void* tenon_reallocarray(void* p, size_t c, size_t n) {
-  size_t t;
-  if (__builtin_mul_overflow(c, n, &t)) { errno = ENOMEM; return nullptr; }
-  return __libc_realloc(p, t);
+
+TENON_API void* tenon_malloc(size_t n) { return api::alloc(n); }
+
+TENON_API void* tenon_calloc(size_t count, size_t size) { return api::zalloc(count, size); }
+
+TENON_API void* tenon_realloc(void* p, size_t n) { return api::realloc(p, n); }
+
+TENON_API void* tenon_reallocarray(void* p, size_t count, size_t size) {
+  size_t n;
+  if (__builtin_mul_overflow(count, size, &n)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return api::realloc(p, n);
 }
-void tenon_free(void* p) { __libc_free(p); }
-void tenon_free_sized(void* p, size_t) { __libc_free(p); }
-void tenon_free_aligned_sized(void* p, size_t, size_t) { __libc_free(p); }
-void* tenon_aligned_alloc(size_t a, size_t n) { return __libc_memalign(a, n); }
-int tenon_posix_memalign(void** o, size_t a, size_t n) {
-  if (a < sizeof(void*) || (a & (a - 1))) return EINVAL;
-  void* p = __libc_memalign(a, n); if (!p) return ENOMEM; *o = p; return 0; }
-void* tenon_memalign(size_t a, size_t n) { return __libc_memalign(a, n); }
-void* tenon_valloc(size_t n) { return __libc_memalign(4096, n); }
-void* tenon_pvalloc(size_t n) { return __libc_memalign(4096, (n + 4095) & ~(size_t)4095); }
-size_t tenon_malloc_usable_size(const void* p) { return malloc_usable_size((void*)p); }
-int tenon_malloc_trim(size_t) { return 0; }
-int tenon_owns(const void*) { return 1; }
-void tenon_stats_print(void) {}
+
+TENON_API void tenon_free(void* p) { api::dealloc(p); }
+
+TENON_API void tenon_free_sized(void* p, size_t) { api::dealloc(p); }
+
+TENON_API void tenon_free_aligned_sized(void* p, size_t, size_t) { api::dealloc(p); }
+
+TENON_API void* tenon_aligned_alloc(size_t align, size_t n) {
+  if (!api::valid_alignment(align)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return api::alloc_aligned(align, n);
 }
+
+TENON_API int tenon_posix_memalign(void** out, size_t align, size_t n) {
+  if (!api::valid_alignment(align) || align < sizeof(void*)) return EINVAL;
+  int saved = errno;
+  void* p = api::alloc_aligned(align, n);
+  if (!p) {
+    errno = saved;  // posix_memalign reports through its result, not errno
+    return ENOMEM;
+  }
+  *out = p;
+  return 0;
+}
+
+TENON_API void* tenon_memalign(size_t align, size_t n) { return tenon_aligned_alloc(align, n); }
+
+TENON_API void* tenon_valloc(size_t n) { return api::alloc_aligned(os::page_size(), n); }
+
+TENON_API void* tenon_pvalloc(size_t n) {
+  size_t page = os::page_size();
+  if (n > SIZE_MAX - page) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  size_t rounded = n == 0 ? page : (n + page - 1) & ~(page - 1);
+  return api::alloc_aligned(page, rounded);
+}
+
+TENON_API size_t tenon_malloc_usable_size(const void* p) { return api::usable_size(p); }
+
+TENON_API int tenon_malloc_trim(size_t) { return api::trim(); }
+
+TENON_API int tenon_owns(const void* p) { return api::owns(p); }
+
+TENON_API void tenon_stats_print(void) { stats_print_all(); }
+
+}  // extern "C"

@@ -1,0 +1,53 @@
+// Geometry of the allocator. Every layer takes its sizes from here so that the
+// relations between them (a chunk holds 64 slices, a small span fits in a
+// chunk, ...) are checked in one place.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace tenon {
+
+// A chunk is the unit the address-space layer takes from the OS: 4 MiB,
+// aligned to its size, so that masking any interior pointer finds its header.
+constexpr unsigned kChunkShift = 22;
+constexpr std::size_t kChunkSize = std::size_t{1} << kChunkShift;
+
+// A chunk is cut into 64 slices of 64 KiB, so one 64-bit word is the whole
+// chunk's occupancy bitmap and a run of slices is taken with one CAS.
+constexpr unsigned kSliceShift = 16;
+constexpr std::size_t kSliceSize = std::size_t{1} << kSliceShift;
+constexpr unsigned kSlicesPerChunk = 64;
+static_assert(kSliceSize * kSlicesPerChunk == kChunkSize);
+
+// Slice 0 holds the chunk header (descriptors), so a span has at most 63.
+constexpr unsigned kMaxSpanSlices = kSlicesPerChunk - 1;
+
+// Requests up to kMaxSmall are served from size-class spans owned by thread
+// heaps; up to kMaxLarge from page-granular runs of slices; above, from
+// dedicated mappings (huge).
+constexpr std::size_t kMaxSmall = 32 * 1024;
+constexpr std::size_t kMaxLarge = 2 * 1024 * 1024;
+
+// User-space addresses are below 2^48 on x86-64 and aarch64 (48-bit VA).
+constexpr unsigned kAddressBits = 48;
+constexpr std::size_t kMapUnits = std::size_t{1} << (kAddressBits - kChunkShift);
+
+// Minimum alignment of every block of 16 bytes or more.
+constexpr std::size_t kMinAlign = 16;
+
+// Owned-chunk registry (for reuse scans and the purge pass): 1 TiB of chunks.
+constexpr std::size_t kMaxChunks = std::size_t{1} << 18;
+
+// Thread heaps live in one lazily committed region and are recycled.
+constexpr std::size_t kMaxHeaps = std::size_t{1} << 16;
+
+// Huge mappings kept after free for reuse (the lesson of malloc-large).
+constexpr unsigned kHugeCacheSlots = 8;
+constexpr std::size_t kHugeCacheMaxBlock = 64u << 20;
+constexpr std::size_t kHugeCacheMaxTotal = 96u << 20;
+
+// Remote frees to one span are batched per freeing thread up to this many
+// blocks before they are handed over in one CAS.
+constexpr unsigned kRemoteBatchMax = 64;
+
+}  // namespace tenon

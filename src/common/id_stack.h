@@ -1,0 +1,58 @@
+// A lock-free LIFO of objects named by 32-bit ids (0 = none), the only shared
+// list structure in tenon (partial spans per size class, recycled heaps).
+//
+// The head word packs a 32-bit version tag above the id; every successful
+// push or pop bumps the tag, so a pop that read a head, was delayed, and finds
+// the same id on top again (ABA) still fails its CAS. Popping reads the next
+// link of an object that may meanwhile have been popped and reused: that is
+// safe because every object kept here is type-stable (never unmapped), and
+// the stale value is discarded by the failing CAS. Plain 64-bit CAS, so the
+// same code runs on aarch64.
+//
+// `Link` maps an id to its std::atomic<uint32_t> next field.
+#pragma once
+#include <atomic>
+#include <cstdint>
+
+#include "common/inject.h"
+
+namespace tenon {
+
+template <class Link>
+class id_stack {
+ public:
+  // Returns the number of failed CAS attempts (contention statistics).
+  unsigned push(std::uint32_t id) {
+    unsigned retries = 0;
+    std::uint64_t old = head_.load(std::memory_order_relaxed);
+    for (;;) {
+      Link{}(id).store(static_cast<std::uint32_t>(old), std::memory_order_relaxed);
+      std::uint64_t next = ((old >> 32) + 1) << 32 | id;
+      TENON_INJECT_POINT("stack.push");
+      if (head_.compare_exchange_weak(old, next, std::memory_order_release, std::memory_order_relaxed))
+        return retries;
+      ++retries;
+    }
+  }
+
+  std::uint32_t pop(unsigned* retries) {
+    std::uint64_t old = head_.load(std::memory_order_acquire);
+    for (;;) {
+      auto id = static_cast<std::uint32_t>(old);
+      if (id == 0) return 0;
+      std::uint32_t next = Link{}(id).load(std::memory_order_relaxed);
+      std::uint64_t desired = ((old >> 32) + 1) << 32 | next;
+      TENON_INJECT_POINT("stack.pop");
+      if (head_.compare_exchange_weak(old, desired, std::memory_order_acquire, std::memory_order_acquire))
+        return id;
+      ++*retries;
+    }
+  }
+
+  bool empty() const { return static_cast<std::uint32_t>(head_.load(std::memory_order_relaxed)) == 0; }
+
+ private:
+  std::atomic<std::uint64_t> head_{0};
+};
+
+}  // namespace tenon

@@ -1,0 +1,453 @@
+// Slow paths of the thread heaps. Each function says why it never waits.
+#include "heap/heap.h"
+
+#include <errno.h>
+#include <pthread.h>
+
+#include <new>
+
+#include "common/id_stack.h"
+#include "common/inject.h"
+#include "large/large.h"
+#include "platform/os.h"
+
+namespace tenon {
+
+constinit span g_empty_span{};
+constinit heap g_empty_heap{&g_empty_span};
+constinit thread_local heap* t_heap = &g_empty_heap;
+
+namespace {
+
+// ---------------------------------------------------------------- partial spans
+// Spans without an owner that have free blocks, per class: published by
+// exiting threads and by the first remote free into a floating span; popped
+// ("adopted") by any heap that needs a span of that class.
+struct span_link {
+  std::atomic<std::uint32_t>& operator()(std::uint32_t id) const { return span_from_id(id)->stack_next; }
+};
+id_stack<span_link> g_partial[kNumClasses];
+
+void partial_push(span* s, stats* st) {
+  unsigned retries = g_partial[s->cls].push(span_id(s));
+  if (retries && st) st->add(stat_retry_partial_stack, retries);
+}
+
+span* partial_pop(unsigned cls, stats* st) {
+  unsigned retries = 0;
+  std::uint32_t id = g_partial[cls].pop(&retries);
+  if (retries) st->add(stat_retry_partial_stack, retries);
+  return id ? span_from_id(id) : nullptr;
+}
+
+// ---------------------------------------------------------------- heap storage
+// Heaps live in one region reserved on first use and are never unmapped
+// (type-stable: a freer may bump a notify counter of a heap that has since
+// been recycled; that only causes one needless scan). Released heaps are
+// recycled through a tagged stack of heap indices (+1, so 0 means none).
+std::atomic<heap*> g_heap_region{nullptr};
+std::atomic<std::uint32_t> g_heap_count{0};
+
+heap* heap_at(std::uint32_t index) { return g_heap_region.load(std::memory_order_acquire) + index; }
+
+struct heap_link {
+  std::atomic<std::uint32_t>& operator()(std::uint32_t id) const { return heap_at(id - 1)->stack_next; }
+};
+id_stack<heap_link> g_free_heaps;
+
+heap* heap_region() {
+  heap* region = g_heap_region.load(std::memory_order_acquire);
+  if (region) return region;
+  auto* fresh = static_cast<heap*>(os::reserve(kMaxHeaps * sizeof(heap), os::page_size()));
+  if (!fresh) return nullptr;
+  // Racing first threads each reserve; one wins the CAS, the others give theirs back.
+  if (g_heap_region.compare_exchange_strong(region, fresh, std::memory_order_acq_rel)) return fresh;
+  os::release(fresh, kMaxHeaps * sizeof(heap));
+  return region;
+}
+
+// ---------------------------------------------------------------- thread exit hook
+// A pthread key whose destructor releases the heap. Created lazily without
+// pthread_once: racers each create a key, one CAS wins, losers delete theirs.
+constexpr long kNoKey = -1;
+std::atomic<long> g_key{kNoKey};
+
+void heap_release(heap* h);
+
+void on_thread_exit(void* arg) {
+  auto* h = static_cast<heap*>(arg);
+  t_heap = &g_empty_heap;
+  heap_release(h);
+}
+
+long thread_key() {
+  long key = g_key.load(std::memory_order_acquire);
+  if (key != kNoKey) return key;
+  pthread_key_t k;
+  if (pthread_key_create(&k, on_thread_exit) != 0) return kNoKey;
+  TENON_INJECT_POINT("heap.key");
+  if (g_key.compare_exchange_strong(key, static_cast<long>(k), std::memory_order_acq_rel))
+    return static_cast<long>(k);
+  pthread_key_delete(k);
+  return key;
+}
+
+heap* heap_attach() {
+  TENON_INJECT_POINT("heap.attach");
+  heap* region = heap_region();
+  if (!region) return nullptr;
+  unsigned retries = 0;
+  heap* h;
+  if (std::uint32_t id = g_free_heaps.pop(&retries)) {
+    h = heap_at(id - 1);
+  } else {
+    std::uint32_t index = g_heap_count.load(std::memory_order_relaxed);
+    do {
+      if (index >= kMaxHeaps) return nullptr;
+    } while (!g_heap_count.compare_exchange_weak(index, index + 1, std::memory_order_relaxed));
+    h = new (region + index) heap(&g_empty_span);
+    h->index = index;
+  }
+  if (retries) h->st.add(stat_retry_heap_stack, retries);
+  // Installed before pthread_setspecific, which may itself call calloc (keys
+  // past the first 32 need a second-level array): that nested call finds the heap.
+  t_heap = h;
+  long key = thread_key();
+  if (key != kNoKey) pthread_setspecific(static_cast<pthread_key_t>(key), h);
+  return h;
+}
+
+// ---------------------------------------------------------------- span helpers
+void list_push(span** head, span* s) {
+  s->prev = nullptr;
+  s->next = *head;
+  if (*head) (*head)->prev = s;
+  *head = s;
+}
+
+void list_unlink(span** head, span* s) {
+  if (s->prev) s->prev->next = s->next; else *head = s->next;
+  if (s->next) s->next->prev = s->prev;
+  s->next = s->prev = nullptr;
+}
+
+// Carve the next blocks of a span into its (empty) local free list: about a
+// page at a time, so memory is touched only as it is used.
+void carve(span* s) {
+  std::uint32_t size = s->block_size;
+  std::uint32_t n = static_cast<std::uint32_t>(4096 / size);
+  if (n == 0) n = 1;
+  if (n > s->capacity - s->carved) n = s->capacity - s->carved;
+  char* first = s->start + std::size_t{s->carved} * size;
+  char* p = first;
+  for (std::uint32_t i = 1; i < n; ++i, p += size) reinterpret_cast<block*>(p)->next = reinterpret_cast<block*>(p + size);
+  reinterpret_cast<block*>(p)->next = nullptr;
+  s->free = reinterpret_cast<block*>(first);
+  s->carved += n;
+}
+
+// Append a chain taken from the remote list to the local free list.
+void merge_free(span* s, block* chain, std::uint32_t count) {
+  if (!chain) return;
+  s->used -= count;
+  if (!s->free) { s->free = chain; return; }
+  block* tail = chain;
+  while (tail->next) tail = tail->next;
+  tail->next = s->free;
+  s->free = chain;
+}
+
+// Owner takes every remotely freed block in one exchange. Also clears a stale
+// kFull flag, which is right for a span that is not on the full list.
+bool collect(span* s) {
+  std::uint64_t w = s->remote.load(std::memory_order_relaxed);
+  if (!remote_word::head(w)) return false;
+  TENON_INJECT_POINT("remote.collect");
+  w = s->remote.exchange(0, std::memory_order_acquire);
+  merge_free(s, remote_word::head(w), remote_word::count(w));
+  return s->free != nullptr;
+}
+
+bool refill(span* s) {
+  if (s->carved < s->capacity) {
+    carve(s);
+    return true;
+  }
+  return collect(s);
+}
+
+void release_empty(heap* h, span* s) {
+  s->owner.store(nullptr, std::memory_order_relaxed);
+  s->state = span_state::detached;
+  arena::release_span(s, &h->st);
+}
+
+void make_current(heap* h, unsigned cls, span* s) {
+  s->state = span_state::current;
+  s->used += kCurrentBias;
+  s->low_mark = 1;
+  h->current[cls] = s;
+}
+
+// The current span has nothing left: park it on the full list, flagged so
+// that the first remote free into it notifies us. Returns true instead if
+// remote frees arrived meanwhile (the span then stays current).
+bool retire_full(heap* h, unsigned cls, span* s) {
+  TENON_INJECT_POINT("span.retire");
+  std::uint64_t old = s->remote.exchange(remote_word::kFull, std::memory_order_acq_rel);
+  if (remote_word::head(old)) {
+    merge_free(s, remote_word::head(old), remote_word::count(old));
+    // Drop the flag again; if a free raced in, the flag is consumed by it and
+    // costs one spurious notification, nothing more.
+    std::uint64_t expect = remote_word::kFull;
+    s->remote.compare_exchange_strong(expect, 0, std::memory_order_relaxed);
+    return true;
+  }
+  s->used -= kCurrentBias;
+  s->state = span_state::full;
+  s->low_mark = s->used;  // the next local free (used - 1) reaches the slow path
+  class_lists& l = h->lists[cls];
+  list_push(&l.full, s);
+  ++l.nfull;
+  h->current[cls] = &g_empty_span;
+  return false;
+}
+
+// Remote frees un-fulled some of our full spans: move those back to avail.
+// Called only once enough notifications have gathered (1 per 16 full spans),
+// so the walk is paid for by the spans it recovers.
+void scan_full(heap* h, unsigned cls) {
+  class_lists& l = h->lists[cls];
+  l.notify.exchange(0, std::memory_order_acquire);
+  h->st.add(stat_full_scans);
+  for (span* s = l.full; s;) {
+    span* next = s->next;
+    if (remote_word::head(s->remote.load(std::memory_order_acquire))) {
+      list_unlink(&l.full, s);
+      --l.nfull;
+      collect(s);
+      s->low_mark = 1;
+      if (s->used == 0) {
+        release_empty(h, s);
+      } else {
+        s->state = span_state::avail;
+        list_push(&l.avail, s);
+      }
+    }
+    s = next;
+  }
+}
+
+span* new_small_span(heap* h, unsigned cls) {
+  span* s = arena::take_span(kClasses.slices[cls], &h->chunk_hint, &h->st);
+  if (!s) return nullptr;
+  s->kind = span_kind::small;
+  s->cls = static_cast<std::uint8_t>(cls);
+  s->block_size = kClasses.size[cls];
+  s->capacity = static_cast<std::uint32_t>((std::size_t{s->nslices} << kSliceShift) / s->block_size);
+  s->carved = 0;
+  s->free = nullptr;
+  s->used = 0;
+  s->low_mark = 1;
+  s->next = s->prev = nullptr;
+  s->remote.store(0, std::memory_order_relaxed);
+  s->owner.store(h, std::memory_order_relaxed);
+  h->st.add(stat_spans_formed);
+  return s;
+}
+
+span* find_span(heap* h, unsigned cls) {
+  class_lists& l = h->lists[cls];
+  std::uint32_t notes = l.notify.load(std::memory_order_relaxed);
+  if (notes && notes >= 1 + l.nfull / 16) scan_full(h, cls);
+  if (span* s = l.avail) {
+    list_unlink(&l.avail, s);
+    return s;
+  }
+  if (span* s = partial_pop(cls, &h->st)) {
+    TENON_INJECT_POINT("span.adopt");
+    s->owner.store(h, std::memory_order_relaxed);
+    h->st.add(stat_spans_adopted);
+    return s;
+  }
+  // Before taking fresh memory, take back whatever remote frees gave us.
+  if (notes) {
+    scan_full(h, cls);
+    if (span* s = l.avail) {
+      list_unlink(&l.avail, s);
+      return s;
+    }
+  }
+  return new_small_span(h, cls);
+}
+
+block* pop(span* s) {
+  block* b = s->free;
+  s->free = b->next;
+  ++s->used;
+  return b;
+}
+
+// Hand a chain of blocks to a span we do not own, in one CAS.
+void push_remote(span* s, block* head, block* tail, std::uint32_t n, stats* st) {
+  std::uint64_t old = s->remote.load(std::memory_order_relaxed);
+  for (;;) {
+    tail->next = remote_word::head(old);
+    std::uint64_t desired = remote_word::make(head, remote_word::count(old) + n, 0);
+    TENON_INJECT_POINT("remote.push");
+    if (s->remote.compare_exchange_weak(old, desired, std::memory_order_acq_rel, std::memory_order_relaxed)) break;
+    if (st) st->add(stat_retry_remote_push); else stat_add_shared(orphan_stats(), stat_retry_remote_push);
+  }
+  // Whoever clears a flag does what the flag asks (exactly one pusher can).
+  if (old & remote_word::kFull) {
+    if (heap* o = s->owner.load(std::memory_order_acquire)) o->lists[s->cls].notify.fetch_add(1, std::memory_order_release);
+  } else if (old & remote_word::kFloating) {
+    partial_push(s, st);
+  }
+}
+
+// Give up a span at thread exit: publish it for adoption, or let it float
+// until a free into it publishes it. Never waits for anyone.
+void abandon(heap* h, span* s) {
+  TENON_INJECT_POINT("span.abandon");
+  std::uint64_t w = s->remote.exchange(0, std::memory_order_acquire);
+  merge_free(s, remote_word::head(w), remote_word::count(w));
+  s->next = s->prev = nullptr;
+  s->low_mark = 1;
+  if (s->used == 0) {
+    release_empty(h, s);
+    return;
+  }
+  s->state = span_state::detached;
+  s->owner.store(nullptr, std::memory_order_release);
+  h->st.add(stat_spans_abandoned);
+  if (s->free || s->carved < s->capacity) {
+    partial_push(s, &h->st);
+    return;
+  }
+  std::uint64_t expect = 0;
+  if (s->remote.compare_exchange_strong(expect, remote_word::kFloating, std::memory_order_acq_rel,
+                                        std::memory_order_relaxed))
+    return;
+  // A free arrived between the exchange and the CAS: the span has blocks now.
+  w = s->remote.exchange(0, std::memory_order_acquire);
+  merge_free(s, remote_word::head(w), remote_word::count(w));
+  partial_push(s, &h->st);
+}
+
+void heap_release(heap* h) {
+  TENON_INJECT_POINT("heap.release");
+  heap_flush_remote(h);
+  for (unsigned cls = 0; cls < kNumClasses; ++cls) {
+    if (span* s = h->current[cls]; s != &g_empty_span) {
+      s->used -= kCurrentBias;
+      h->current[cls] = &g_empty_span;
+      abandon(h, s);
+    }
+    class_lists& l = h->lists[cls];
+    for (span* lists[2] = {l.avail, l.full}; span* first : lists)
+      for (span* s = first; s;) {
+        span* next = s->next;
+        abandon(h, s);
+        s = next;
+      }
+    l.avail = l.full = nullptr;
+    l.nfull = 0;
+    l.notify.store(0, std::memory_order_relaxed);
+  }
+  unsigned retries = g_free_heaps.push(h->index + 1);
+  if (retries) stat_add_shared(orphan_stats(), stat_retry_heap_stack, retries);
+}
+
+}  // namespace
+
+void heap_flush_remote(heap* h) {
+  remote_batch& rb = h->batch;
+  if (!rb.count) return;
+  span* s = rb.target;
+  block *head = rb.head, *tail = rb.tail;
+  std::uint32_t n = rb.count;
+  rb = remote_batch{};
+  h->st.add(stat_remote_batches);
+  push_remote(s, head, tail, n, &h->st);
+}
+
+void* heap_alloc_slow(heap* h, unsigned cls) {
+  if (h == &g_empty_heap) {
+    h = heap_attach();
+    if (!h) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+  }
+  heap_flush_remote(h);
+  span* s = h->current[cls];
+  if (s != &g_empty_span) {
+    if (refill(s)) return pop(s);
+    if (retire_full(h, cls, s)) return pop(s);
+  }
+  for (;;) {
+    s = find_span(h, cls);
+    if (!s) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+    make_current(h, cls, s);
+    if (s->free || refill(s)) return pop(s);
+    if (retire_full(h, cls, s)) return pop(s);
+  }
+}
+
+void heap_local_free_slow(heap* h, span* s) {
+  class_lists& l = h->lists[s->cls];
+  if (s->state == span_state::full) {
+    // First block back in a full span: it can serve allocations again.
+    list_unlink(&l.full, s);
+    --l.nfull;
+    s->low_mark = 1;
+    if (s->used != 0) {
+      s->state = span_state::avail;
+      list_push(&l.avail, s);
+      return;
+    }
+  } else {
+    list_unlink(&l.avail, s);  // an avail span that just became empty
+  }
+  release_empty(h, s);
+}
+
+void heap_free_other(heap* h, span* s, void* p) {
+  if (s->kind == span_kind::large) {
+    large_free(s, h == &g_empty_heap ? nullptr : &h->st);
+    return;
+  }
+  auto* b = static_cast<block*>(p);
+  if (h == &g_empty_heap) {  // a thread without a heap: hand the block over alone
+    b->next = nullptr;
+    push_remote(s, b, b, 1, nullptr);
+    return;
+  }
+  remote_batch& rb = h->batch;
+  if (rb.target == s) {
+    b->next = rb.head;
+    rb.head = b;
+    if (++rb.count >= kRemoteBatchMax) heap_flush_remote(h);
+    return;
+  }
+  heap_flush_remote(h);
+  b->next = nullptr;
+  rb.target = s;
+  rb.head = rb.tail = b;
+  rb.count = 1;
+}
+
+void heap_sum_stats(stats& out) {
+  heap* region = g_heap_region.load(std::memory_order_acquire);
+  std::uint32_t n = g_heap_count.load(std::memory_order_acquire);
+  for (std::uint32_t i = 0; region && i < n; ++i)
+    for (unsigned k = 0; k < stat_count; ++k)
+      out.v[k].store(out.v[k].load(std::memory_order_relaxed) + region[i].st.v[k].load(std::memory_order_relaxed),
+                     std::memory_order_relaxed);
+}
+
+}  // namespace tenon

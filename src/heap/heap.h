@@ -1,0 +1,101 @@
+// Layer 5, thread heaps: each thread owns a heap; the heap owns spans, one
+// "current" span per size class from which the fast path allocates.
+//
+// Fast paths (inline here, no atomic read-modify-write):
+//   malloc: pop the current span's local free list.
+//   free:   if the block's span is owned by this thread's heap, push it on the
+//           span's local free list; one compare of `used` against `low_mark`
+//           sends the rare cases (span became empty, span was full) to a
+//           slow path.
+// Everything else (refill, remote frees, retiring full spans, adoption,
+// thread exit) is in heap.cpp; every one of those paths is lock-free.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "arena/chunk.h"
+#include "common/size_classes.h"
+#include "common/stats.h"
+#include "lookup/chunk_map.h"
+#include "span/span.h"
+
+namespace tenon {
+
+// Per class, the spans a heap owns besides its current one (owner-private
+// doubly-linked lists), and the counter remote freers bump when they free
+// into one of this heap's full spans.
+struct class_lists {
+  span* avail = nullptr;
+  span* full = nullptr;
+  std::uint32_t nfull = 0;
+  std::atomic<std::uint32_t> notify{0};
+};
+
+// Remote frees to one span, gathered by the freeing thread and handed over
+// in a single CAS (the lesson of the cross-thread-free benchmarks).
+struct remote_batch {
+  span* target = nullptr;
+  block* head = nullptr;
+  block* tail = nullptr;
+  std::uint32_t count = 0;
+};
+
+struct heap {
+  span* current[kNumClasses];  // read by the malloc fast path
+  remote_batch batch;
+  class_lists lists[kNumClasses];
+  chunk* chunk_hint = nullptr;
+  std::atomic<std::uint32_t> stack_next{0};  // link on the free-heap stack
+  std::uint32_t index = 0;                   // position in the heap region
+  stats st;
+
+  constexpr explicit heap(span* none) {
+    for (auto& c : current) c = none;
+  }
+};
+
+// A span with nothing to give: every class of a fresh heap points here, so
+// the fast path needs no null test.
+extern constinit span g_empty_span;
+// The heap of a thread that has none yet (or whose heap was released at
+// thread exit): its allocations take the slow path, which attaches a heap.
+extern constinit heap g_empty_heap;
+extern constinit thread_local heap* t_heap;
+
+void* heap_alloc_slow(heap* h, unsigned cls);
+void heap_local_free_slow(heap* h, span* s);
+void heap_free_other(heap* h, span* s, void* p);  // remote small block, or a large one
+
+__attribute__((always_inline)) inline void* heap_alloc(unsigned cls) {
+  heap* h = t_heap;
+  span* s = h->current[cls];
+  block* b = s->free;
+  if (__builtin_expect(b != nullptr, 1)) {
+    s->free = b->next;
+    ++s->used;
+    return b;
+  }
+  return heap_alloc_slow(h, cls);
+}
+
+// p must be inside a regular chunk (lookup::is_regular).
+__attribute__((always_inline)) inline void heap_free(void* p) {
+  span* s = span_of(p);
+  heap* h = t_heap;
+  if (__builtin_expect(s->owner.load(std::memory_order_relaxed) == h, 1)) {
+    auto* b = static_cast<block*>(p);
+    b->next = s->free;
+    s->free = b;
+    if (__builtin_expect(--s->used < s->low_mark, 0)) heap_local_free_slow(h, s);
+    return;
+  }
+  heap_free_other(h, s, p);
+}
+
+// Flush this thread's pending remote frees (also done on every slow path).
+void heap_flush_remote(heap* h);
+// Sum of every heap's statistics into `out`.
+void heap_sum_stats(stats& out);
+
+}  // namespace tenon

@@ -1,0 +1,229 @@
+// Huge blocks: dedicated mappings, a lock-free cache of recently freed ones,
+// and mremap-based resizing.
+#include <errno.h>
+#include <string.h>
+
+#include <atomic>
+
+#include "arena/chunk.h"
+#include "common/inject.h"
+#include "common/options.h"
+#include "large/large.h"
+#include "lookup/chunk_map.h"
+#include "platform/os.h"
+
+namespace tenon {
+
+namespace {
+
+std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) & ~(to - 1); }
+
+// Cache slots hold one word each, so that claiming an entry (a CAS to 0) also
+// yields everything needed to judge it without touching its memory (which a
+// concurrent claimer may unmap): the mapping's unit index, its usable size in
+// pages, and the time it was freed (in 64 ms ticks, wrapping).
+namespace slot {
+constexpr unsigned kUnitBits = kAddressBits - kChunkShift;  // 26
+constexpr unsigned kPagesBits = 24;
+constexpr unsigned kTickBits = 64 - kUnitBits - kPagesBits;  // 14
+inline std::uint64_t make(std::uintptr_t unit, std::size_t pages, std::uint32_t tick) {
+  return std::uint64_t{unit} | std::uint64_t{pages} << kUnitBits |
+         std::uint64_t{tick & ((1u << kTickBits) - 1)} << (kUnitBits + kPagesBits);
+}
+inline std::uintptr_t unit(std::uint64_t w) { return w & ((std::uint64_t{1} << kUnitBits) - 1); }
+inline std::size_t pages(std::uint64_t w) { return (w >> kUnitBits) & ((std::uint64_t{1} << kPagesBits) - 1); }
+inline std::uint32_t tick(std::uint64_t w) { return static_cast<std::uint32_t>(w >> (kUnitBits + kPagesBits)); }
+inline std::uint32_t now_tick() { return (arena::now_ms() >> 6) & ((1u << kTickBits) - 1); }
+inline std::uint32_t age_ms(std::uint64_t w) {
+  return ((now_tick() - tick(w)) & ((1u << kTickBits) - 1)) << 6;
+}
+}  // namespace slot
+
+std::atomic<std::uint64_t> g_cache[kHugeCacheSlots];
+std::atomic<std::size_t> g_cache_bytes{0};
+
+huge_header* header_at_unit(std::uintptr_t unit) {
+  return reinterpret_cast<huge_header*>(unit << kChunkShift);
+}
+
+void unmap(huge_header* h) {
+  if (h->far)
+    lookup::unmark(lookup::map_kind::huge_far, h->user);
+  else
+    lookup::unmark(lookup::map_kind::huge_near, h);
+  os::release(h, h->map_size);
+}
+
+// Take cache entries older than the purge delay and unmap them.
+void evict_expired() {
+  std::uint32_t delay = options().purge_delay_ms;
+  for (auto& s : g_cache) {
+    std::uint64_t w = s.load(std::memory_order_relaxed);
+    if (!w || slot::age_ms(w) < delay) continue;
+    if (!s.compare_exchange_strong(w, 0, std::memory_order_acquire)) continue;
+    huge_header* h = header_at_unit(slot::unit(w));
+    g_cache_bytes.fetch_sub(h->map_size, std::memory_order_relaxed);
+    unmap(h);
+  }
+}
+
+bool cache_put(huge_header* h) {
+  if (h->far || h->user != reinterpret_cast<char*>(h) + os::page_size() || h->usable > kHugeCacheMaxBlock)
+    return false;
+  if (g_cache_bytes.fetch_add(h->map_size, std::memory_order_relaxed) + h->map_size > kHugeCacheMaxTotal) {
+    g_cache_bytes.fetch_sub(h->map_size, std::memory_order_relaxed);
+    return false;
+  }
+  std::uint64_t w = slot::make(lookup::unit_of(h), h->usable / os::page_size(), slot::now_tick());
+  for (auto& s : g_cache) {
+    std::uint64_t empty = 0;
+    TENON_INJECT_POINT("huge.cache.put");
+    if (s.compare_exchange_strong(empty, w, std::memory_order_release, std::memory_order_relaxed)) return true;
+  }
+  g_cache_bytes.fetch_sub(h->map_size, std::memory_order_relaxed);
+  return false;
+}
+
+// The best cached mapping for `usable` bytes: the smallest that fits within
+// 2x, else the largest smaller one (grown with mremap: its resident pages are
+// reused, only the tail is new).
+huge_header* cache_take(std::size_t usable) {
+  std::size_t want = usable / os::page_size();
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    std::atomic<std::uint64_t>* best = nullptr;
+    std::uint64_t best_w = 0;
+    for (auto& s : g_cache) {
+      std::uint64_t w = s.load(std::memory_order_relaxed);
+      if (!w) continue;
+      std::size_t p = slot::pages(w), bp = slot::pages(best_w);
+      bool fits = p >= want && p <= 2 * want;
+      bool best_fits = best && bp >= want && bp <= 2 * want;
+      if (!best || (fits && (!best_fits || p < bp)) || (!fits && !best_fits && p < want && p > bp)) {
+        best = &s;
+        best_w = w;
+      }
+    }
+    if (!best || slot::pages(best_w) > 2 * want) return nullptr;
+    TENON_INJECT_POINT("huge.cache.take");
+    if (best->compare_exchange_strong(best_w, 0, std::memory_order_acquire)) {
+      huge_header* h = header_at_unit(slot::unit(best_w));
+      g_cache_bytes.fetch_sub(h->map_size, std::memory_order_relaxed);
+      return h;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void* huge_alloc(std::size_t n, std::size_t align, bool* zeroed) {
+  const std::size_t page = os::page_size();
+  if (n > (std::size_t{1} << kAddressBits)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  std::size_t usable = round_up(n, page);
+  evict_expired();
+  if (align <= page) {
+    if (huge_header* h = cache_take(usable)) {
+      if (void* p = huge_resize(h, usable)) {
+        *zeroed = false;
+        return p;
+      }
+      huge_free(h);
+    }
+  }
+  TENON_INJECT_POINT("huge.map");
+  huge_header* h;
+  char* user;
+  bool far = align >= kChunkSize;
+  if (!far) {
+    // Header at a 4 MiB boundary, user pointer in the same unit.
+    std::size_t off = align <= page ? page : align;
+    char* base = static_cast<char*>(os::reserve(off + usable, kChunkSize));
+    if (!base) { errno = ENOMEM; return nullptr; }
+    h = reinterpret_cast<huge_header*>(base);
+    user = base + off;
+    h->map_size = off + usable;
+  } else {
+    // The user pointer is itself 4 MiB aligned: header one unit below it.
+    std::size_t total = kChunkSize + usable + align;
+    auto* raw = static_cast<char*>(os::reserve(total, kChunkSize));
+    if (!raw) { errno = ENOMEM; return nullptr; }
+    user = reinterpret_cast<char*>(round_up(reinterpret_cast<std::uintptr_t>(raw) + kChunkSize, align));
+    char* base = user - kChunkSize;
+    if (base > raw) os::release(raw, static_cast<std::size_t>(base - raw));
+    char* end = user + usable;
+    if (raw + total > end) os::release(end, static_cast<std::size_t>(raw + total - end));
+    h = reinterpret_cast<huge_header*>(base);
+    h->map_size = kChunkSize + usable;
+  }
+  h->usable = usable;
+  h->user = user;
+  h->far = far;
+  if (far)
+    lookup::mark(lookup::map_kind::huge_far, user);
+  else
+    lookup::mark(lookup::map_kind::huge_near, h);
+  *zeroed = true;
+  return user;
+}
+
+void huge_free(huge_header* h) {
+  TENON_INJECT_POINT("huge.free");
+  if (!cache_put(h)) unmap(h);
+  evict_expired();
+}
+
+huge_header* huge_lookup(const void* p) {
+  std::uintptr_t u = lookup::unit_of(p);
+  huge_header* h = nullptr;
+  if (lookup::test(lookup::g_huge_near, u))
+    h = header_at_unit(u);
+  else if (lookup::test(lookup::g_huge_far, u))
+    h = header_at_unit(u - 1);
+  return h && h->user == p ? h : nullptr;
+}
+
+void* huge_resize(huge_header* h, std::size_t n) {
+  const std::size_t page = os::page_size();
+  if (h->far || h->user != reinterpret_cast<char*>(h) + page) return nullptr;
+  std::size_t usable = round_up(n, page);
+  std::size_t map_size = page + usable;
+  if (usable == h->usable) return h->user;
+  TENON_INJECT_POINT("huge.remap");
+  if (usable < h->usable) {
+    // Shrinking in place always works; the dropped tail goes back to the OS.
+    if (!os::resize_in_place(h, h->map_size, map_size)) return nullptr;
+  } else if (!os::resize_in_place(h, h->map_size, map_size)) {
+    // Move the pages (no copy) to a fresh 4 MiB-aligned reservation.
+    void* dest = os::reserve(map_size, kChunkSize);
+    if (!dest) return nullptr;
+    if (!os::move_to(h, h->map_size, map_size, dest)) {
+      os::release(dest, map_size);
+      return nullptr;
+    }
+    lookup::unmark(lookup::map_kind::huge_near, h);
+    h = static_cast<huge_header*>(dest);
+    h->user = static_cast<char*>(dest) + page;
+    lookup::mark(lookup::map_kind::huge_near, h);
+  }
+  h->map_size = map_size;
+  h->usable = usable;
+  return h->user;
+}
+
+bool huge_cache_flush() {
+  bool any = false;
+  for (auto& s : g_cache) {
+    std::uint64_t w = s.exchange(0, std::memory_order_acquire);
+    if (!w) continue;
+    huge_header* h = header_at_unit(slot::unit(w));
+    g_cache_bytes.fetch_sub(h->map_size, std::memory_order_relaxed);
+    unmap(h);
+    any = true;
+  }
+  return any;
+}
+
+}  // namespace tenon
