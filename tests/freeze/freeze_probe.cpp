@@ -283,6 +283,9 @@ int main(int argc, char** argv) {
     if (now_ms() - loop_start > o.max_seconds * 1e3) { capped = true; break; }
     int v = static_cast<int>(rng.next() % o.threads);
     Worker& victim = g_workers[v];
+    // A victim released by an earlier freeze may not have been scheduled yet
+    // to leave its handler; only the same victim has to be waited for.
+    if (!wait_flag(victim.frozen, 0, handshake_ms)) { ++handshake_failures; break; }
     syscall(SYS_tgkill, pid, victim.tid.load(std::memory_order_acquire), SIGUSR1);
     if (!wait_flag(victim.frozen, 1, handshake_ms)) { ++handshake_failures; break; }
 
@@ -308,8 +311,9 @@ int main(int argc, char** argv) {
 
     victim.release.fetch_add(1, std::memory_order_acq_rel);
     futex(&victim.release, FUTEX_WAKE_PRIVATE, 1);
-    if (!wait_flag(victim.frozen, 0, handshake_ms)) { ++handshake_failures; break; }
   }
+  for (int i = 0; i < o.threads; ++i)
+    if (!wait_flag(g_workers[i].frozen, 0, handshake_ms)) ++handshake_failures;
   const double loop_ms = now_ms() - loop_start;
 
   // Unpark everyone (a failed handshake may leave a signal still in flight).
