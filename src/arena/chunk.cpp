@@ -9,6 +9,7 @@
 #include "common/inject.h"
 #include "common/options.h"
 #include "common/stats.h"
+#include "common/variant.h"
 #include "lookup/chunk_map.h"
 #include "platform/os.h"
 
@@ -45,8 +46,7 @@ span* form(chunk* c, unsigned first, unsigned n) {
   s->first_slice = static_cast<std::uint8_t>(first);
   s->nslices = static_cast<std::uint8_t>(n);
   s->start = reinterpret_cast<char*>(c) + (std::size_t{first} << kSliceShift);
-  for (unsigned i = first; i < first + n; ++i)
-    c->head_of[i].store(static_cast<std::uint8_t>(first), std::memory_order_relaxed);
+  for (unsigned i = first; i < first + n; ++i) c->span_at[i].store(s, std::memory_order_relaxed);
   return s;
 }
 
@@ -91,6 +91,7 @@ std::uint32_t now_ms() {
 }
 
 span* take_span(unsigned nslices, chunk** hint, stats* st) {
+  TENON_LOCKED_SECTION(chunks);
   if (*hint) {
     if (span* s = try_take(*hint, nslices, st)) return s;
   }
@@ -118,12 +119,15 @@ void release_span(span* s, stats* st) {
   unsigned first = s->first_slice, n = s->nslices;
   std::uint64_t mask = run_mask(first, n);
   std::uint32_t now = now_ms();
+  {
+  TENON_LOCKED_SECTION(chunks);
   for (unsigned i = first; i < first + n; ++i) c->dirty_ms[i].store(now, std::memory_order_relaxed);
   c->dirty.fetch_or(mask, std::memory_order_relaxed);
   TENON_INJECT_POINT("chunk.release");
   // Release: the descriptor and dirty bits are written before the slices are
   // visible as free to the next taker (who acquires).
   c->used.fetch_and(~mask, std::memory_order_release);
+  }
   if (st) st->add(stat_spans_released);
   std::uint32_t next = g_next_purge_ms.load(std::memory_order_relaxed);
   if (static_cast<std::int32_t>(now - next) >= 0) purge(false, st);

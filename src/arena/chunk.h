@@ -27,7 +27,7 @@ struct chunk {
   std::atomic<std::uint64_t> used;   // bit i: slice i belongs to a span (bit 0: header)
   std::atomic<std::uint64_t> dirty;  // bit i: slice i is free but has touched pages
   std::atomic<std::uint32_t> dirty_ms[kSlicesPerChunk];  // when each slice got dirty
-  std::atomic<std::uint8_t> head_of[kSlicesPerChunk];    // slice -> first slice of its span
+  std::atomic<span*> span_at[kSlicesPerChunk];           // slice -> descriptor of its span
   span spans[kSlicesPerChunk];       // descriptor of the span starting at slice i
 };
 static_assert(sizeof(chunk) <= kSliceSize, "chunk header must fit in slice 0");
@@ -38,10 +38,10 @@ inline chunk* chunk_of(const void* p) {
 inline unsigned slice_of(const void* p) {
   return static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(p) >> kSliceShift) & (kSlicesPerChunk - 1);
 }
-// The span containing p (p inside a regular chunk).
+// The span containing p (p inside a regular chunk): one load, no arithmetic
+// on descriptor sizes, because it sits on the free fast path.
 inline span* span_of(const void* p) {
-  chunk* c = chunk_of(p);
-  return &c->spans[c->head_of[slice_of(p)].load(std::memory_order_relaxed)];
+  return chunk_of(p)->span_at[slice_of(p)].load(std::memory_order_relaxed);
 }
 inline chunk* chunk_of(const span* s) { return chunk_of(static_cast<const void*>(s)); }
 
@@ -61,7 +61,7 @@ namespace arena {
 
 // Take a run of `nslices` free slices, preferring `*hint` (updated to the chunk
 // used). The descriptor at the run's first slice is returned with start,
-// first_slice, nslices and zeroed set; head_of is filled for the whole run.
+// first_slice, nslices and zeroed set; span_at is filled for the whole run.
 // nullptr (errno ENOMEM) when the OS refuses memory.
 span* take_span(unsigned nslices, chunk** hint, stats* st);
 

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "common/inject.h"
+#include "common/variant.h"
 
 namespace tenon {
 
@@ -23,6 +24,7 @@ class id_stack {
  public:
   // Returns the number of failed CAS attempts (contention statistics).
   unsigned push(std::uint32_t id) {
+    TENON_LOCKED_SECTION(stack);
     unsigned retries = 0;
     std::uint64_t old = head_.load(std::memory_order_relaxed);
     for (;;) {
@@ -36,6 +38,7 @@ class id_stack {
   }
 
   std::uint32_t pop(unsigned* retries) {
+    TENON_LOCKED_SECTION(stack);
     std::uint64_t old = head_.load(std::memory_order_acquire);
     for (;;) {
       auto id = static_cast<std::uint32_t>(old);

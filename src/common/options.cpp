@@ -1,5 +1,7 @@
 #include "common/options.h"
 
+#include "common/inject.h"
+
 #include <stdlib.h>
 
 #include <atomic>
@@ -36,6 +38,7 @@ options_t options() {
   if (state == kReady) return g_options;
   options_t o = parse();
   if (state == kUnread && g_state.compare_exchange_strong(state, kParsing, std::memory_order_relaxed)) {
+    TENON_INJECT_POINT("options.publish");
     g_options = o;
     g_state.store(kReady, std::memory_order_release);
   }

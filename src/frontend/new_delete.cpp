@@ -1,8 +1,25 @@
-// Every replaceable operator new/delete form. The only translation unit built
-// with exceptions: operator new must throw std::bad_alloc after the
-// new_handler loop gives up.
+// Every replaceable operator new/delete form: operator new runs the
+// new_handler loop and throws std::bad_alloc when it gives up.
+//
+// libtenon.so does not link libstdc++ (it would add ~0.8 MiB of resident
+// pages to every C program): the few libstdc++ symbols used here are weak
+// references. A C++ program has libstdc++ loaded, so they resolve; a C
+// program never calls operator new. If one does (a C++ library dlopen'ed
+// later), the new_handler cannot be read and failure aborts with a message
+// instead of throwing. No try/catch here (that would need libstdc++'s
+// personality routine): an exception thrown by a new_handler inside a
+// nothrow operator new propagates to the caller (documented in docs/api.md).
+#include <unistd.h>
+
 #include <cstddef>
+#include <cstdlib>
 #include <new>
+
+// Weak, asm-named views of std::get_new_handler and std::__throw_bad_alloc.
+extern "C" {
+std::new_handler tenon_weak_get_new_handler() noexcept __asm__("_ZSt15get_new_handlerv") __attribute__((weak));
+[[noreturn]] void tenon_weak_throw_bad_alloc() __asm__("_ZSt17__throw_bad_allocv") __attribute__((weak));
+}
 
 #include "frontend/alloc_api.h"
 #include "tenon/tenon.h"
@@ -18,20 +35,26 @@ void* aligned(std::size_t n, std::align_val_t al) {
 
 // The standard loop: on failure call the installed new_handler and retry;
 // with none installed, throw (or return nullptr for the nothrow forms).
+[[noreturn]] void throw_bad_alloc() {
+  if (tenon_weak_throw_bad_alloc) tenon_weak_throw_bad_alloc();
+  static const char msg[] = "tenon: operator new failed and libstdc++ is not loaded to throw std::bad_alloc\n";
+  ssize_t r = write(2, msg, sizeof msg - 1);
+  (void)r;
+  abort();
+}
+
+std::new_handler current_handler() { return tenon_weak_get_new_handler ? tenon_weak_get_new_handler() : nullptr; }
+
 template <bool Nothrow, class Alloc>
 void* new_loop(Alloc&& alloc) {
   for (;;) {
     if (void* p = alloc()) return p;
-    std::new_handler handler = std::get_new_handler();
+    std::new_handler handler = current_handler();
     if (!handler) {
       if constexpr (Nothrow) return nullptr;
-      else throw std::bad_alloc();
+      else throw_bad_alloc();
     }
-    if constexpr (Nothrow) {
-      try { handler(); } catch (...) { return nullptr; }
-    } else {
-      handler();
-    }
+    handler();
   }
 }
 

@@ -326,6 +326,7 @@ void abandon(heap* h, span* s) {
     return;
   }
   std::uint64_t expect = 0;
+  TENON_INJECT_POINT("span.float");
   if (s->remote.compare_exchange_strong(expect, remote_word::kFloating, std::memory_order_acq_rel,
                                         std::memory_order_relaxed))
     return;

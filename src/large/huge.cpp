@@ -8,6 +8,7 @@
 #include "arena/chunk.h"
 #include "common/inject.h"
 #include "common/options.h"
+#include "common/variant.h"
 #include "large/large.h"
 #include "lookup/chunk_map.h"
 #include "platform/os.h"
@@ -68,6 +69,7 @@ void evict_expired() {
 }
 
 bool cache_put(huge_header* h) {
+  TENON_LOCKED_SECTION(huge);
   if (h->far || h->user != reinterpret_cast<char*>(h) + os::page_size() || h->usable > kHugeCacheMaxBlock)
     return false;
   if (g_cache_bytes.fetch_add(h->map_size, std::memory_order_relaxed) + h->map_size > kHugeCacheMaxTotal) {
@@ -88,6 +90,7 @@ bool cache_put(huge_header* h) {
 // 2x, else the largest smaller one (grown with mremap: its resident pages are
 // reused, only the tail is new).
 huge_header* cache_take(std::size_t usable) {
+  TENON_LOCKED_SECTION(huge);
   std::size_t want = usable / os::page_size();
   for (int attempt = 0; attempt < 4; ++attempt) {
     std::atomic<std::uint64_t>* best = nullptr;

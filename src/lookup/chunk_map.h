@@ -41,8 +41,14 @@ inline bool test(const unit_bitmap& m, std::uintptr_t unit) {
   return (m.words[unit >> 6].load(std::memory_order_relaxed) >> (unit & 63)) & 1u;
 }
 
-// The fast-path question: is p inside a regular chunk?
-inline bool is_regular(const void* p) { return test(g_regular, unit_of(p)); }
+// The fast-path question: is p inside a regular chunk? The unit index is
+// masked rather than range-checked (one instruction less on every free):
+// user-space pointers are below 2^48, so only a non-canonical garbage pointer
+// could alias, and freeing one is undefined anyway.
+inline bool is_regular(const void* p) {
+  std::uintptr_t u = unit_of(p) & (kMapUnits - 1);
+  return (g_regular.words[u >> 6].load(std::memory_order_relaxed) >> (u & 63)) & 1u;
+}
 
 void mark(map_kind kind, const void* unit_base);
 void unmark(map_kind kind, const void* unit_base);

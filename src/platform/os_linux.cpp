@@ -1,6 +1,8 @@
 // Layer 1 for Linux: mmap, munmap, madvise, mremap.
 #include "platform/os.h"
 
+#include "common/inject.h"
+
 #include <errno.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
@@ -32,6 +34,7 @@ std::size_t page_size() {
 }
 
 void* reserve(std::size_t size, std::size_t align) {
+  TENON_INJECT_POINT("os.reserve");
   if (align <= page_size()) return map_anon(size);
   // Over-reserve, then trim both ends to the requested alignment.
   std::size_t span = size + align;

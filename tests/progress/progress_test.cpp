@@ -1,0 +1,214 @@
+// Lock-freedom, proved point by point (label `progress`, -DTENON_INJECT=ON).
+//
+// For one injection point (--point=NAME), a fresh child process runs a
+// "victim" thread through a scenario that passes every slow path of the
+// allocator; the first time the victim reaches NAME, the hook parks it there
+// forever, in the middle of whatever multi-step operation it was doing. Other
+// threads must then complete a fixed amount of allocation and freeing (every
+// size range, blocks owned by the parked thread, the same size classes, new
+// threads starting and exiting, huge blocks, trim) before a deadline.
+//   exit 0: others finished: the point cannot block anyone.
+//   exit 1: deadline passed: a thread parked at NAME stops the others.
+//   exit 2: the scenario never reached NAME (extend the scenario).
+// The test itself may wait (joins, sleeps); only the allocator may not.
+// This program calls tenon only through the tenon_* API (libtenon.a); the
+// test's own machinery (gtest, std::thread) uses the system allocator.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tenon/tenon.h"
+
+namespace {
+
+std::string g_point;
+std::atomic<bool> g_parked{false};
+std::atomic<bool> g_victim_done{false};
+thread_local bool t_victim = false;
+
+void park_hook(const char* point) {
+  if (!t_victim || g_parked.load(std::memory_order_relaxed) || g_point != point) return;
+  g_parked.store(true, std::memory_order_release);
+  for (;;) pause();  // forever: the child process exits around this thread
+}
+
+// Blocks handed between threads, published with a count.
+struct handoff {
+  std::vector<void*> blocks = std::vector<void*>(20000, nullptr);
+  std::atomic<std::size_t> count{0};
+  void publish(void* p) {
+    std::size_t n = count.load(std::memory_order_relaxed);
+    if (n < blocks.size()) {
+      blocks[n] = p;
+      count.store(n + 1, std::memory_order_release);
+    }
+  }
+};
+handoff g_gifts;     // allocated by the victim, freed by worker 0
+handoff g_prekept;   // allocated by the pre-phase thread: first half freed by the victim, rest by worker 1
+
+std::atomic<int> g_stage{0};  // 1: victim asks for the pre-phase; 2: pre-phase done
+
+void fill(void* p, std::size_t n, unsigned char v) { std::memset(p, v, n < 256 ? n : 256); }
+
+void victim() {
+  t_victim = true;
+  // Initialisation: the first tenon call of the process.
+  void* first = tenon_malloc(24);
+  void* huge = tenon_malloc(6u << 20);  // huge.map; options are read on this path
+  fill(huge, 6u << 20, 1);
+  tenon_free(huge);  // huge.free, huge.cache.put
+  for (int i = 0; i < 2000; ++i) {
+    std::size_t n = 8 + (i * 97) % 3000;
+    void* p = tenon_malloc(n);
+    fill(p, n, 2);
+    g_gifts.publish(p);
+  }
+  // Let a thread allocate and exit, so there are spans and a heap to adopt.
+  g_stage.store(1, std::memory_order_release);
+  while (g_stage.load(std::memory_order_acquire) != 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+
+  std::vector<void*> mine;
+  for (int i = 0; i < 6000; ++i) mine.push_back(tenon_malloc(i % 2 ? 64 : 1000));  // adopt, retire, take
+  // Remote frees into our spans, then allocate until they are collected.
+  std::thread([&] {
+    for (std::size_t i = 0; i < mine.size(); i += 2) tenon_free(mine[i]);
+  }).join();
+  for (std::size_t i = 0; i < mine.size(); i += 2) mine[i] = tenon_malloc(i % 4 ? 1000 : 64);
+  for (void* p : mine) tenon_free(p);  // spans empty: chunk.release
+  mine.clear();
+  // Free blocks another thread owns: remote.push.
+  std::size_t kept = g_prekept.count.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < kept / 2; ++i) tenon_free(g_prekept.blocks[i]);
+  tenon_free(tenon_malloc(16));  // a slow path flushes the batch
+  // Huge reuse and resize.
+  huge = tenon_malloc(6u << 20);  // huge.cache.take
+  huge = tenon_realloc(huge, 40u << 20);  // huge.remap
+  tenon_free(huge);
+  tenon_malloc_trim(0);  // chunk.purge
+  // Leave full spans behind at exit: span.abandon, span.float, stack.push.
+  for (int i = 0; i < 3000; ++i) mine.push_back(tenon_malloc(128));
+  for (std::size_t i = 0; i + 1 < mine.size(); i += 600) tenon_free(mine[i]);
+  (void)first;
+}  // thread exit: heap.release and the rest run in the key destructor
+
+// Allocates and exits. Its 64 and 1000 byte spans are adopted by the victim;
+// its 2048 byte spans (a class the victim never allocates) stay unowned, so
+// the victim's frees into them are remote.
+void prephase() {
+  std::vector<void*> all;
+  const std::size_t sizes[3] = {64, 1000, 2048};
+  for (int i = 0; i < 6000; ++i) all.push_back(tenon_malloc(sizes[i % 3]));
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (i % 2 == 0) g_prekept.publish(all[i]);
+    else tenon_free(all[i]);
+  }
+}
+
+// The fixed amount of work the others must finish while the victim is parked.
+void worker(int id) {
+  std::mt19937 rng(id * 7919 + 1);
+  constexpr int kSlots = 512;
+  static std::atomic<void*> shared[kSlots];
+  for (int i = 0; i < 30000; ++i) {
+    unsigned r = rng();
+    std::size_t n;
+    if (r % 1000 == 0) n = (3u << 20) + r % (6u << 20);          // huge
+    else if (r % 50 == 0) n = 40000 + r % 1500000;               // large
+    else n = 1 + (r >> 8) % (i % 3 ? 1100 : 33000);              // every small class
+    void* p = tenon_malloc(n);
+    if (!p) std::abort();
+    fill(p, n, static_cast<unsigned char>(i));
+    if (n > (3u << 20)) p = tenon_realloc(p, n + (1u << 20));
+    tenon_free(shared[r % kSlots].exchange(p));  // frees cross threads
+  }
+  handoff& owned = id == 0 ? g_gifts : g_prekept;
+  std::size_t begin = id == 0 ? 0 : g_prekept.count.load() / 2;
+  std::size_t end = owned.count.load(std::memory_order_acquire);
+  for (std::size_t i = begin; i < end; ++i) tenon_free(owned.blocks[i]);
+  for (int t = 0; t < 10; ++t)  // threads starting and exiting
+    std::thread([t] {
+      std::vector<void*> v;
+      for (int i = 0; i < 1000; ++i) v.push_back(tenon_malloc(16 + (i * 13 + t) % 700));
+      for (void* p : v) tenon_free(p);
+    }).join();
+  tenon_malloc_trim(0);
+}
+
+// Runs in the child. Returns the exit code described at the top.
+int run_child() {
+  using clock = std::chrono::steady_clock;
+  const char* env = std::getenv("TENON_PROGRESS_DEADLINE_S");
+  const auto limit = std::chrono::seconds(env ? std::atoi(env) : 60);
+  tenon_inject_set_hook(park_hook);
+  // The watcher learns the victim is done only once its thread has fully
+  // exited (its heap released), or never if it is parked.
+  std::thread([] {
+    std::thread(victim).join();
+    g_victim_done.store(true);
+  }).detach();
+  auto deadline = clock::now() + limit;
+  while (!g_parked.load()) {
+    if (g_stage.load() == 1) {
+      std::thread(prephase).join();
+      g_stage.store(2);
+    }
+    if (clock::now() > deadline) return 2;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    if (g_victim_done.load()) break;
+  }
+  if (!g_parked.load()) return 2;
+  if (g_stage.load() == 1) {  // parked while asking for the pre-phase: run it too
+    std::thread(prephase).join();
+    g_stage.store(2);
+  }
+  std::atomic<int> finished{0};
+  std::thread a([&] { worker(0); finished++; });
+  std::thread b([&] { worker(1); finished++; });
+  a.detach();
+  b.detach();
+  deadline = clock::now() + limit;
+  while (finished.load() < 2) {
+    if (clock::now() > deadline) return 1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return 0;
+}
+
+TEST(Progress, ParkedThreadDoesNotStopOthers) {
+  ASSERT_FALSE(g_point.empty()) << "run with --point=NAME";
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int code = run_child();
+    _exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "child died with signal " << WTERMSIG(status);
+  int code = WEXITSTATUS(status);
+  EXPECT_NE(code, 2) << "point " << g_point << " not covered: the scenario never reached it";
+  EXPECT_NE(code, 1) << "a thread parked at " << g_point << " stopped the others (deadline passed)";
+  EXPECT_EQ(code, 0);
+  if (code == 0) std::printf("point %s: covered, other threads completed their work\n", g_point.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  testing::InitGoogleTest(&argc, argv);
+  for (int i = 1; i < argc; ++i)
+    if (std::strncmp(argv[i], "--point=", 8) == 0) g_point = argv[i] + 8;
+  return RUN_ALL_TESTS();
+}
