@@ -10,6 +10,12 @@
 // OTHER worker completes at least K more operations before a deadline. A freeze
 // where some other worker does not is counted as stalled.
 //
+// With --churn, one more thread keeps creating short-lived threads that
+// allocate, hand blocks to the workers and exit, and every 4th freeze targets
+// the current one of them: freezes then also land in the allocator's thread
+// start (first-use heap setup) and thread-exit (abandon) paths, and the
+// workers free blocks of heaps whose thread is gone.
+//
 // Nothing in the probe's own code ever waits for another worker: the handoff is
 // an atomic exchange, so a stall can only come from the allocator (or from the
 // machine not scheduling the workers at all for a whole deadline).
@@ -28,6 +34,8 @@
 #include <new>
 #include <thread>
 
+#include <pthread.h>
+
 #include <dlfcn.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -42,6 +50,7 @@ struct Options {
   long min_ops = 32;           // K: operations each other worker must complete
   double max_seconds = 60;     // total time cap for the freeze loop
   bool require_progress = false;
+  bool churn = false;
   const char* expect_malloc_from = nullptr;  // skip (77) unless malloc is from here
   unsigned seed = 12345;
 };
@@ -62,6 +71,8 @@ struct alignas(128) Worker {
 };
 
 Worker g_workers[kMaxThreads];
+Worker g_child;                      // the current short-lived thread (--churn)
+std::atomic<long> g_churned{0};      // short-lived threads that ran to the end
 std::atomic<void*> g_slots[kSlots];
 std::atomic<bool> g_stop{false};
 std::atomic<long> g_corrupt{0};
@@ -204,6 +215,40 @@ void worker_main(int index, unsigned seed) {
     if (p != nullptr) check_and_release(p);
 }
 
+// --churn: one short-lived thread's life. Its blocks handed to the slots are
+// freed later by the workers, usually after this thread has exited.
+void* churn_child(void* arg) {
+  t_self = &g_child;
+  g_child.tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
+  Rng rng{0xD1B54A32D192ED03ull * (reinterpret_cast<uintptr_t>(arg) + 1)};
+  void* local[8] = {};
+  for (int i = 0; i < 1000; ++i) {
+    void* p = acquire(rng, random_size(rng));
+    if (p == nullptr) continue;
+    uint64_t r = rng.next();
+    void* old;
+    if (r & 1) {
+      old = g_slots[(r >> 1) % kSlots].exchange(p, std::memory_order_acq_rel);
+    } else {
+      old = local[(r >> 1) % 8];
+      local[(r >> 1) % 8] = p;
+    }
+    if (old != nullptr) check_and_release(old);
+  }
+  for (void* p : local)
+    if (p != nullptr) check_and_release(p);
+  return nullptr;
+}
+
+void churner_main() {
+  for (uintptr_t gen = 0; !g_stop.load(std::memory_order_relaxed); ++gen) {
+    pthread_t t;
+    if (pthread_create(&t, nullptr, churn_child, reinterpret_cast<void*>(gen)) != 0) continue;
+    pthread_join(t, nullptr);
+    g_churned.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
 bool parse(int argc, char** argv, Options& o) {
   for (int i = 1; i < argc; ++i) {
     auto arg = [&](const char* name) { return std::strcmp(argv[i], name) == 0 && i + 1 < argc; };
@@ -215,6 +260,7 @@ bool parse(int argc, char** argv, Options& o) {
     else if (arg("--seed")) o.seed = static_cast<unsigned>(std::atol(argv[++i]));
     else if (arg("--expect-malloc-from")) o.expect_malloc_from = argv[++i];
     else if (std::strcmp(argv[i], "--require-progress") == 0) o.require_progress = true;
+    else if (std::strcmp(argv[i], "--churn") == 0) o.churn = true;
     else return false;
   }
   return o.freezes >= 0 && o.threads >= 2 && o.threads <= kMaxThreads && o.deadline_ms > 0 &&
@@ -238,7 +284,7 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, o)) {
     std::fprintf(stderr,
                  "usage: %s [--freezes N] [--threads T] [--deadline-ms D] [--min-ops K]\n"
-                 "          [--max-seconds S] [--seed N] [--require-progress]\n"
+                 "          [--max-seconds S] [--seed N] [--require-progress] [--churn]\n"
                  "          [--expect-malloc-from LIBNAME]\n", argv[0]);
     return 2;
   }
@@ -267,27 +313,49 @@ int main(int argc, char** argv) {
   // Warm-up: every worker running and past its first operations.
   for (int i = 0; i < o.threads; ++i)
     while (g_workers[i].progress.load(std::memory_order_acquire) < 64) sleep_us(100);
+  std::thread churner;
+  if (o.churn) churner = std::thread(churner_main);
 
   // From here on the controller must not allocate: a lock-based allocator
   // could have the frozen victim holding the lock the controller would need.
   Rng rng{o.seed * 2654435761ull + 1};
   const pid_t pid = getpid();
   long done = 0, stalled = 0, in_alloc = 0, handshake_failures = 0;
+  long churn_frozen = 0, churn_missed = 0;
   double max_stall = 0, total_stall = 0;
   bool capped = false;
   const double loop_start = now_ms();
   const double handshake_ms = o.deadline_ms + 5000;  // a victim not yet scheduled
   uint64_t snap[kMaxThreads];
 
-  for (long f = 0; f < o.freezes; ++f) {
+  for (long f = 0; done < o.freezes; ++f) {  // f: attempts (churn ones may miss)
     if (now_ms() - loop_start > o.max_seconds * 1e3) { capped = true; break; }
-    int v = static_cast<int>(rng.next() % o.threads);
-    Worker& victim = g_workers[v];
+    const bool churn_victim = o.churn && f % 4 == 3;
+    // v == -1: the victim is the short-lived thread; every worker must advance.
+    int v = churn_victim ? -1 : static_cast<int>(rng.next() % o.threads);
+    Worker& victim = churn_victim ? g_child : g_workers[v];
     // A victim released by an earlier freeze may not have been scheduled yet
     // to leave its handler; only the same victim has to be waited for.
     if (!wait_flag(victim.frozen, 0, handshake_ms)) { ++handshake_failures; break; }
-    syscall(SYS_tgkill, pid, victim.tid.load(std::memory_order_acquire), SIGUSR1);
-    if (!wait_flag(victim.frozen, 1, handshake_ms)) { ++handshake_failures; break; }
+    const pid_t tid = victim.tid.load(std::memory_order_acquire);
+    if (churn_victim) {
+      // The thread may be gone (or going) before the signal lands: then the
+      // signal is dropped and this freeze is missed, not counted.
+      bool got = false;
+      if (tid != 0 && syscall(SYS_tgkill, pid, tid, SIGUSR1) == 0) {
+        const double start = now_ms();
+        for (int spins = 0;; ++spins) {
+          if (victim.frozen.load(std::memory_order_acquire) == 1) { got = true; break; }
+          if (syscall(SYS_tgkill, pid, tid, 0) != 0 || now_ms() - start > handshake_ms) break;
+          if (spins > 64) sleep_us(20);
+        }
+      }
+      if (!got) { ++churn_missed; continue; }
+      ++churn_frozen;
+    } else {
+      syscall(SYS_tgkill, pid, tid, SIGUSR1);
+      if (!wait_flag(victim.frozen, 1, handshake_ms)) { ++handshake_failures; break; }
+    }
 
     // The victim is parked at whatever instruction the signal found it on.
     for (int i = 0; i < o.threads; ++i) snap[i] = g_workers[i].progress.load(std::memory_order_acquire);
@@ -314,16 +382,20 @@ int main(int argc, char** argv) {
   }
   for (int i = 0; i < o.threads; ++i)
     if (!wait_flag(g_workers[i].frozen, 0, handshake_ms)) ++handshake_failures;
+  if (!wait_flag(g_child.frozen, 0, handshake_ms)) ++handshake_failures;
   const double loop_ms = now_ms() - loop_start;
 
   // Unpark everyone (a failed handshake may leave a signal still in flight).
   g_no_park.store(true);
-  for (int i = 0; i < o.threads; ++i) {
-    g_workers[i].release.fetch_add(1);
-    futex(&g_workers[i].release, FUTEX_WAKE_PRIVATE, 1);
+  for (Worker* w = g_workers; w != g_workers + o.threads; ++w) {
+    w->release.fetch_add(1);
+    futex(&w->release, FUTEX_WAKE_PRIVATE, 1);
   }
+  g_child.release.fetch_add(1);
+  futex(&g_child.release, FUTEX_WAKE_PRIVATE, 1);
   g_stop.store(true);
   for (int i = 0; i < o.threads; ++i) threads[i].join();
+  if (churner.joinable()) churner.join();
   uint64_t total_ops = 0;
   for (int i = 0; i < o.threads; ++i) total_ops += g_workers[i].progress.load();
 
@@ -332,6 +404,9 @@ int main(int argc, char** argv) {
               o.threads, o.deadline_ms, o.min_ops, loop_ms / 1e3,
               static_cast<unsigned long long>(total_ops), in_alloc, done,
               done ? total_stall / done : 0.0);
+  if (o.churn)
+    std::printf("freeze_probe: churn threads=%ld frozen=%ld missed=%ld\n", g_churned.load(),
+                churn_frozen, churn_missed);
   if (capped)
     std::printf("freeze_probe: hit the time cap of %.0f s after %ld of %ld freezes\n",
                 o.max_seconds, done, o.freezes);
