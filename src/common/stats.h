@@ -15,13 +15,14 @@ namespace tenon {
   X(spans_adopted, "spans adopted from the partial lists")                   \
   X(spans_abandoned, "spans abandoned at thread exit")                       \
   X(full_scans, "full-list scans after remote-free notifications")          \
-  X(remote_batches, "remote-free batches handed over")                       \
+  X(remote_batches, "remote-free batches handed to owner heaps")                       \
   X(large_allocs, "large allocations")                                       \
-  X(huge_allocs, "huge allocations")                                         \
+  X(huge_allocs, "huge mappings made")                                         \
   X(huge_cache_hits, "huge allocations served from the cache")              \
   X(chunks_mapped, "chunks mapped")                                          \
   X(purges, "slice runs purged")                                             \
-  X(retry_remote_push, "CAS retries: span remote-free list")                 \
+  X(retry_remote_push, "CAS retries: span remote-free lists")                \
+  X(retry_inbox, "CAS retries: heap inboxes")                 \
   X(retry_partial_stack, "CAS retries: partial-span stacks")                 \
   X(retry_chunk_bitmap, "CAS retries: chunk slice bitmaps")                  \
   X(retry_heap_stack, "CAS retries: free-heap stack")                        \

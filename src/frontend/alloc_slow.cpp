@@ -44,6 +44,7 @@ void* alloc_big(std::size_t n, std::size_t align, bool zero) {
     errno = ENOMEM;
     return nullptr;
   }
+  if (n == 0) n = 1;  // aligned_alloc(big alignment, 0): still a real, unique block
   std::size_t slack = align > kSliceSize ? align - kSliceSize : 0;
   if (n + slack <= kMaxLarge && align < kChunkSize)
     p = large_alloc(n, align, &zeroed);
@@ -83,6 +84,10 @@ std::size_t usable_size(const void* p) {
 }
 
 void* realloc_slow(void* p, std::size_t n) {
+  if (n > PTRDIFF_MAX) {  // no block can be that big; p stays as it is
+    errno = ENOMEM;
+    return nullptr;
+  }
   if (n == 0) {
     // Free p and return a unique minimal block, like malloc(0).
     dealloc(p);

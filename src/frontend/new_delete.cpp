@@ -7,8 +7,11 @@
 // program never calls operator new. If one does (a C++ library dlopen'ed
 // later), the new_handler cannot be read and failure aborts with a message
 // instead of throwing. No try/catch here (that would need libstdc++'s
-// personality routine): an exception thrown by a new_handler inside a
-// nothrow operator new propagates to the caller (documented in docs/api.md).
+// personality routine): when a nothrow form fails with a new_handler
+// installed (which may throw), it hands the request to the next definition
+// of that form in line, libstdc++'s, which calls our throwing operator new
+// inside its own try/catch and returns nullptr on bad_alloc.
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -33,8 +36,6 @@ void* aligned(std::size_t n, std::align_val_t al) {
   return api::valid_alignment(a) ? api::alloc_aligned(a, n) : nullptr;
 }
 
-// The standard loop: on failure call the installed new_handler and retry;
-// with none installed, throw (or return nullptr for the nothrow forms).
 [[noreturn]] void throw_bad_alloc() {
   if (tenon_weak_throw_bad_alloc) tenon_weak_throw_bad_alloc();
   static const char msg[] = "tenon: operator new failed and libstdc++ is not loaded to throw std::bad_alloc\n";
@@ -45,18 +46,32 @@ void* aligned(std::size_t n, std::align_val_t al) {
 
 std::new_handler current_handler() { return tenon_weak_get_new_handler ? tenon_weak_get_new_handler() : nullptr; }
 
-template <bool Nothrow, class Alloc>
+// The standard loop: on failure call the installed new_handler and retry;
+// with none installed, throw std::bad_alloc.
+template <class Alloc>
 void* new_loop(Alloc&& alloc) {
   for (;;) {
     if (void* p = alloc()) return p;
     std::new_handler handler = current_handler();
-    if (!handler) {
-      if constexpr (Nothrow) return nullptr;
-      else throw_bad_alloc();
-    }
+    if (!handler) throw_bad_alloc();
     handler();
   }
 }
+
+// Failure of a nothrow form with a handler installed: let libstdc++'s own
+// definition of the form (looked up with dlsym, on this rare path only) run
+// the handler loop around our throwing form and catch. A handler can only be
+// installed where libstdc++ is loaded, so the lookup finds it.
+template <class Fn, class... Args>
+void* nothrow_fallback(const char* symbol, Args... args) {
+  if (current_handler()) {
+    if (auto next = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, symbol))) return next(args...);
+  }
+  return nullptr;
+}
+
+using new_nothrow_fn = void* (*)(std::size_t, const std::nothrow_t&);
+using new_aligned_nothrow_fn = void* (*)(std::size_t, std::align_val_t, const std::nothrow_t&);
 
 }  // namespace
 
@@ -64,24 +79,29 @@ void* new_loop(Alloc&& alloc) {
 
 TENON_NEW_API void* operator new(std::size_t n) {
   if (void* p = api::alloc(n)) return p;
-  return new_loop<false>([n] { return api::alloc(n); });
+  return new_loop([n] { return api::alloc(n); });
 }
 TENON_NEW_API void* operator new[](std::size_t n) { return operator new(n); }
-TENON_NEW_API void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+TENON_NEW_API void* operator new(std::size_t n, const std::nothrow_t& t) noexcept {
   if (void* p = api::alloc(n)) return p;
-  return new_loop<true>([n] { return api::alloc(n); });
+  return nothrow_fallback<new_nothrow_fn>("_ZnwmRKSt9nothrow_t", n, t);
 }
-TENON_NEW_API void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept { return operator new(n, t); }
+TENON_NEW_API void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept {
+  if (void* p = api::alloc(n)) return p;
+  return nothrow_fallback<new_nothrow_fn>("_ZnamRKSt9nothrow_t", n, t);
+}
 
 TENON_NEW_API void* operator new(std::size_t n, std::align_val_t al) {
-  return new_loop<false>([=] { return aligned(n, al); });
+  return new_loop([=] { return aligned(n, al); });
 }
 TENON_NEW_API void* operator new[](std::size_t n, std::align_val_t al) { return operator new(n, al); }
-TENON_NEW_API void* operator new(std::size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {
-  return new_loop<true>([=] { return aligned(n, al); });
+TENON_NEW_API void* operator new(std::size_t n, std::align_val_t al, const std::nothrow_t& t) noexcept {
+  if (void* p = aligned(n, al)) return p;
+  return nothrow_fallback<new_aligned_nothrow_fn>("_ZnwmSt11align_val_tRKSt9nothrow_t", n, al, t);
 }
 TENON_NEW_API void* operator new[](std::size_t n, std::align_val_t al, const std::nothrow_t& t) noexcept {
-  return operator new(n, al, t);
+  if (void* p = aligned(n, al)) return p;
+  return nothrow_fallback<new_aligned_nothrow_fn>("_ZnamSt11align_val_tRKSt9nothrow_t", n, al, t);
 }
 
 TENON_NEW_API void operator delete(void* p) noexcept { api::dealloc(p); }

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <pthread.h>
 
+#include <bit>
 #include <new>
 
 #include "common/id_stack.h"
@@ -100,6 +101,8 @@ heap* heap_attach() {
   heap* h;
   if (std::uint32_t id = g_free_heaps.pop(&retries)) {
     h = heap_at(id - 1);
+    // Closed when its last thread exited; nothing can be on it.
+    h->inbox.store(0, std::memory_order_relaxed);
   } else {
     std::uint32_t index = g_heap_count.load(std::memory_order_relaxed);
     do {
@@ -251,7 +254,7 @@ span* new_small_span(heap* h, unsigned cls) {
   s->low_mark = 1;
   s->next = s->prev = nullptr;
   s->remote.store(0, std::memory_order_relaxed);
-  s->owner.store(h, std::memory_order_relaxed);
+  s->owner.store(h, std::memory_order_release);  // see heap_free_other
   h->st.add(stat_spans_formed);
   return s;
 }
@@ -266,7 +269,7 @@ span* find_span(heap* h, unsigned cls) {
   }
   if (span* s = partial_pop(cls, &h->st)) {
     TENON_INJECT_POINT("span.adopt");
-    s->owner.store(h, std::memory_order_relaxed);
+    s->owner.store(h, std::memory_order_release);  // see heap_free_other
     h->st.add(stat_spans_adopted);
     return s;
   }
@@ -306,6 +309,63 @@ void push_remote(span* s, block* head, block* tail, std::uint32_t n, stats* st) 
   }
 }
 
+// Sort a chain taken from our inbox into our spans. A block whose span we no
+// longer own (we gave it up, or it was freed to us after our thread's exit
+// and a new thread now uses this heap) goes to that span's own remote list.
+void sort_inbox_chain(heap* h, block* b) {
+  while (b) {
+    block* next = b->next;
+    span* s = span_of(b);
+    if (s->owner.load(std::memory_order_relaxed) == h) {
+      free_to_own_span(h, s, b);
+    } else {
+      b->next = nullptr;
+      push_remote(s, b, b, 1, &h->st);
+    }
+    b = next;
+  }
+}
+
+void drain_inbox(heap* h) {
+  if (h->inbox.load(std::memory_order_relaxed) == 0) return;
+  TENON_INJECT_POINT("inbox.drain");
+  auto chain = h->inbox.exchange(0, std::memory_order_acquire);
+  sort_inbox_chain(h, reinterpret_cast<block*>(chain));
+}
+
+// Hand a chain to its destination heap's inbox in one CAS. If that heap's
+// thread has exited (inbox closed), each block goes to its span instead.
+void deliver(heap* dest, block* head, block* tail, stats* st) {
+  std::uintptr_t old = dest->inbox.load(std::memory_order_relaxed);
+  for (;;) {
+    if (old == kInboxClosed) {
+      for (block* b = head; b;) {
+        block* next = b->next;
+        b->next = nullptr;
+        push_remote(span_of(b), b, b, 1, st);
+        b = next;
+      }
+      return;
+    }
+    tail->next = reinterpret_cast<block*>(old);
+    TENON_INJECT_POINT("inbox.push");
+    if (dest->inbox.compare_exchange_weak(old, reinterpret_cast<std::uintptr_t>(head), std::memory_order_release,
+                                          std::memory_order_relaxed))
+      return;
+    st->add(stat_retry_inbox);
+  }
+}
+
+void flush_outbox(heap* h, outbox& ob) {
+  h->st.add(stat_remote_batches);
+  heap* dest = ob.dest;
+  block *head = ob.head, *tail = ob.tail;
+  ob.count = 0;
+  ob.head = ob.tail = nullptr;
+  h->out_pending &= ~(1u << (&ob - h->out));
+  deliver(dest, head, tail, &h->st);
+}
+
 // Give up a span at thread exit: publish it for adoption, or let it float
 // until a free into it publishes it. Never waits for anyone.
 void abandon(heap* h, span* s) {
@@ -338,6 +398,10 @@ void abandon(heap* h, span* s) {
 
 void heap_release(heap* h) {
   TENON_INJECT_POINT("heap.release");
+  // Close the inbox first: whatever arrives later goes to the spans directly.
+  TENON_INJECT_POINT("inbox.close");
+  auto chain = h->inbox.exchange(kInboxClosed, std::memory_order_acquire);
+  sort_inbox_chain(h, reinterpret_cast<block*>(chain));
   heap_flush_remote(h);
   for (unsigned cls = 0; cls < kNumClasses; ++cls) {
     if (span* s = h->current[cls]; s != &g_empty_span) {
@@ -363,14 +427,7 @@ void heap_release(heap* h) {
 }  // namespace
 
 void heap_flush_remote(heap* h) {
-  remote_batch& rb = h->batch;
-  if (!rb.count) return;
-  span* s = rb.target;
-  block *head = rb.head, *tail = rb.tail;
-  std::uint32_t n = rb.count;
-  rb = remote_batch{};
-  h->st.add(stat_remote_batches);
-  push_remote(s, head, tail, n, &h->st);
+  while (h->out_pending) flush_outbox(h, h->out[std::countr_zero(h->out_pending)]);
 }
 
 void* heap_alloc_slow(heap* h, unsigned cls) {
@@ -382,6 +439,7 @@ void* heap_alloc_slow(heap* h, unsigned cls) {
     }
   }
   heap_flush_remote(h);
+  drain_inbox(h);
   span* s = h->current[cls];
   if (s != &g_empty_span) {
     if (refill(s)) return pop(s);
@@ -423,23 +481,41 @@ void heap_free_other(heap* h, span* s, void* p) {
     return;
   }
   auto* b = static_cast<block*>(p);
-  if (h == &g_empty_heap) {  // a thread without a heap: hand the block over alone
+  // A thread that only frees (the consumer of a producer/consumer pair) gets
+  // a heap too, so that its remote frees are batched like everyone else's.
+  if (h == &g_empty_heap && !(h = heap_attach())) {
     b->next = nullptr;
-    push_remote(s, b, b, 1, nullptr);
+    push_remote(s, b, b, 1, nullptr);  // no heap to be had: hand the block over alone
     return;
   }
-  remote_batch& rb = h->batch;
-  if (rb.target == s) {
-    b->next = rb.head;
-    rb.head = b;
-    if (++rb.count >= kRemoteBatchMax) heap_flush_remote(h);
+  // Acquire pairs with the release that published the owner: the heap's
+  // construction (its inbox word) happens before our delivery to it.
+  heap* dest = s->owner.load(std::memory_order_acquire);
+  if (dest == h) {  // the heap attached just now already owns it
+    free_to_own_span(h, s, b);
     return;
   }
-  heap_flush_remote(h);
-  b->next = nullptr;
-  rb.target = s;
-  rb.head = rb.tail = b;
-  rb.count = 1;
+  if (!dest) {  // an unowned span (its thread exited): straight to its list
+    b->next = nullptr;
+    push_remote(s, b, b, 1, &h->st);
+    return;
+  }
+  // Slot from the heap's address, not a field of it: reading the destination
+  // heap's memory here would need ordering we do not have (owner is relaxed).
+  // Heaps are contiguous, so consecutive heaps take consecutive slots.
+  outbox& ob = h->out[(reinterpret_cast<std::uintptr_t>(dest) / sizeof(heap)) % kOutboxes];
+  if (ob.dest != dest || ob.count == 0) {
+    if (ob.count) flush_outbox(h, ob);
+    ob.dest = dest;
+    b->next = nullptr;
+    ob.head = ob.tail = b;
+    ob.count = 1;
+    h->out_pending |= 1u << (&ob - h->out);
+    return;
+  }
+  b->next = ob.head;
+  ob.head = b;
+  if (++ob.count >= kRemoteBatchMax) flush_outbox(h, ob);
 }
 
 void heap_sum_stats(stats& out) {

@@ -32,18 +32,26 @@ struct class_lists {
   std::atomic<std::uint32_t> notify{0};
 };
 
-// Remote frees to one span, gathered by the freeing thread and handed over
-// in a single CAS (the lesson of the cross-thread-free benchmarks).
-struct remote_batch {
-  span* target = nullptr;
+// Remote frees bound for one heap, gathered by the freeing thread and handed
+// to that heap's inbox in a single CAS, whatever spans they belong to (the
+// lesson of the cross-thread-free benchmarks: batch per owner, not per span).
+struct outbox {
+  heap* dest = nullptr;
   block* head = nullptr;
   block* tail = nullptr;
   std::uint32_t count = 0;
 };
+constexpr unsigned kOutboxes = 16;  // direct-mapped by destination heap index
+
+// A heap's inbox word: a chain of blocks pushed by other threads, taken by
+// the owner in one exchange; kInboxClosed once the heap's thread has exited.
+constexpr std::uintptr_t kInboxClosed = 1;
 
 struct heap {
   span* current[kNumClasses];  // read by the malloc fast path
-  remote_batch batch;
+  std::atomic<std::uintptr_t> inbox{0};
+  outbox out[kOutboxes];
+  std::uint32_t out_pending = 0;  // bit i: out[i] holds blocks
   class_lists lists[kNumClasses];
   chunk* chunk_hint = nullptr;
   std::atomic<std::uint32_t> stack_next{0};  // link on the free-heap stack
@@ -79,21 +87,25 @@ __attribute__((always_inline)) inline void* heap_alloc(unsigned cls) {
   return heap_alloc_slow(h, cls);
 }
 
+// A block of a span this heap owns goes back on the span's local free list.
+__attribute__((always_inline)) inline void free_to_own_span(heap* h, span* s, block* b) {
+  b->next = s->free;
+  s->free = b;
+  if (__builtin_expect(--s->used < s->low_mark, 0)) heap_local_free_slow(h, s);
+}
+
 // p must be inside a regular chunk (lookup::is_regular).
 __attribute__((always_inline)) inline void heap_free(void* p) {
   span* s = span_of(p);
   heap* h = t_heap;
   if (__builtin_expect(s->owner.load(std::memory_order_relaxed) == h, 1)) {
-    auto* b = static_cast<block*>(p);
-    b->next = s->free;
-    s->free = b;
-    if (__builtin_expect(--s->used < s->low_mark, 0)) heap_local_free_slow(h, s);
+    free_to_own_span(h, s, static_cast<block*>(p));
     return;
   }
   heap_free_other(h, s, p);
 }
 
-// Flush this thread's pending remote frees (also done on every slow path).
+// Hand every outbox of this thread to its heap (also done on every slow path).
 void heap_flush_remote(heap* h);
 // Sum of every heap's statistics into `out`.
 void heap_sum_stats(stats& out);

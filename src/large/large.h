@@ -26,9 +26,12 @@ bool large_resize(span* s, const void* p, std::size_t n);
 
 struct huge_header {
   std::size_t map_size;   // bytes mapped from the header's page on
-  std::size_t usable;     // bytes usable from `user` on
+  std::size_t usable;     // bytes usable from `user` on (what was asked, page-rounded)
   char* user;             // the pointer handed out
   bool far;               // header one unit below the user pointer's unit
+  // Bytes mapped from `user` on: may exceed `usable`, so that a reused or
+  // shrunk block keeps its resident pages for the next, larger request.
+  std::size_t capacity() const { return map_size - static_cast<std::size_t>(user - reinterpret_cast<const char*>(this)); }
 };
 
 void* huge_alloc(std::size_t n, std::size_t align, bool* zeroed);

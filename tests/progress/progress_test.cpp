@@ -56,6 +56,9 @@ struct handoff {
 };
 handoff g_gifts;     // allocated by the victim, freed by worker 0
 handoff g_prekept;   // allocated by the pre-phase thread: first half freed by the victim, rest by worker 1
+handoff g_mainkept;  // allocated by the child's main thread (its heap stays live), freed by the victim
+handoff g_orphans;   // allocated by the pre-phase thread, freed by main once that thread has exited:
+                     // they wait on the remote lists of unowned spans that the victim then adopts
 
 std::atomic<int> g_stage{0};  // 1: victim asks for the pre-phase; 2: pre-phase done
 
@@ -90,7 +93,10 @@ void victim() {
   // Free blocks another thread owns: remote.push.
   std::size_t kept = g_prekept.count.load(std::memory_order_acquire);
   for (std::size_t i = 0; i < kept / 2; ++i) tenon_free(g_prekept.blocks[i]);
-  tenon_free(tenon_malloc(16));  // a slow path flushes the batch
+  // Free blocks of a live heap: they travel through its inbox (inbox.push).
+  std::size_t from_main = g_mainkept.count.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < from_main; ++i) tenon_free(g_mainkept.blocks[i]);
+  // (delivered by the trim below, or at thread exit)
   // Huge reuse and resize.
   huge = tenon_malloc(6u << 20);  // huge.cache.take
   huge = tenon_realloc(huge, 40u << 20);  // huge.remap
@@ -111,6 +117,7 @@ void prephase() {
   for (int i = 0; i < 6000; ++i) all.push_back(tenon_malloc(sizes[i % 3]));
   for (std::size_t i = 0; i < all.size(); ++i) {
     if (i % 2 == 0) g_prekept.publish(all[i]);
+    else if (i % 3 != 2 && i % 5 == 1) g_orphans.publish(all[i]);
     else tenon_free(all[i]);
   }
 }
@@ -158,20 +165,20 @@ int run_child() {
     g_victim_done.store(true);
   }).detach();
   auto deadline = clock::now() + limit;
+  auto run_prephase = [] {
+    std::thread(prephase).join();
+    for (std::size_t i = 0; i < g_orphans.count.load(); ++i) tenon_free(g_orphans.blocks[i]);
+    for (int i = 0; i < 500; ++i) g_mainkept.publish(tenon_malloc(48 + i % 200));
+    g_stage.store(2);
+  };
   while (!g_parked.load()) {
-    if (g_stage.load() == 1) {
-      std::thread(prephase).join();
-      g_stage.store(2);
-    }
+    if (g_stage.load() == 1) run_prephase();
     if (clock::now() > deadline) return 2;
     std::this_thread::sleep_for(std::chrono::microseconds(200));
     if (g_victim_done.load()) break;
   }
   if (!g_parked.load()) return 2;
-  if (g_stage.load() == 1) {  // parked while asking for the pre-phase: run it too
-    std::thread(prephase).join();
-    g_stage.store(2);
-  }
+  if (g_stage.load() == 1) run_prephase();  // parked while asking for it: run it too
   std::atomic<int> finished{0};
   std::thread a([&] { worker(0); finished++; });
   std::thread b([&] { worker(1); finished++; });

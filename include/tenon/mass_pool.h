@@ -1,0 +1,83 @@
+/* tenon: the typed bulk pool, C API (see docs/mass_pool.md).
+ *
+ * A pool hands out fixed-size, fixed-alignment slots, each with a 32-bit
+ * index, from any number of threads at once without locks, and releases all
+ * of them at once in time proportional to the number of blocks. Slots never
+ * move. The C++ template tenon::mass_pool<T> (mass_pool.hpp) is the same
+ * engine with constructors, destructors and iterators on top.
+ *
+ * Thread safety: tenon_pool_alloc, tenon_pool_at and tenon_pool_size may be
+ * called concurrently. tenon_pool_clear and tenon_pool_free must not run
+ * concurrently with any other call on the same pool.
+ */
+#ifndef TENON_MASS_POOL_H
+#define TENON_MASS_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tenon/tenon.h" /* TENON_API */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tenon_pool tenon_pool;
+
+/* Largest number of elements a pool can hold: 2^32 - 1 (index 0xFFFFFFFF
+ * is never handed out, so callers may use it as "no element"). */
+#define TENON_POOL_MAX_ELEMENTS 0xFFFFFFFFull
+#define TENON_POOL_NO_INDEX 0xFFFFFFFFu
+
+/* A new, empty pool of elements of elem_size bytes aligned to align (a power
+ * of two, at most 4096). The slot stride is elem_size rounded up to align.
+ * Returns NULL with errno EINVAL (bad size/alignment) or ENOMEM. */
+TENON_API tenon_pool* tenon_pool_new(size_t elem_size, size_t align);
+
+/* Like tenon_pool_new with an explicit block size of 2^block_shift elements
+ * (0 picks the default: about 2 MiB per block). block_shift <= 24. */
+TENON_API tenon_pool* tenon_pool_new_shift(size_t elem_size, size_t align, unsigned block_shift);
+
+/* A slot for one element (uninitialised memory on first use, stride bytes),
+ * and its index in *index_out (may be NULL). Lock-free.
+ * Returns NULL with errno EOVERFLOW when the pool already holds its maximum
+ * (2^32 - 1 elements, or the limit set for testing), or ENOMEM when the OS
+ * has no memory for a new block; the pool stays usable in both cases. */
+TENON_API void* tenon_pool_alloc(tenon_pool* pool, uint32_t* index_out);
+
+/* The slot with this index. The index must have been returned by
+ * tenon_pool_alloc since the last clear (anything else is undefined). */
+TENON_API void* tenon_pool_at(const tenon_pool* pool, uint32_t index);
+
+/* Number of slots handed out since the last clear. Exact when no
+ * tenon_pool_alloc runs concurrently; O(lanes) (64 loads), not O(1). */
+TENON_API size_t tenon_pool_size(const tenon_pool* pool);
+
+/* Release every slot; the pool is empty and reusable. O(blocks). */
+TENON_API void tenon_pool_clear(tenon_pool* pool);
+
+/* Release every slot and the pool itself. NULL is ignored. */
+TENON_API void tenon_pool_free(tenon_pool* pool);
+
+/* Test hook: lower the maximum number of elements (must be called on an
+ * empty pool; max_elements in 1 .. 2^32-1). Returns 0, or EINVAL. */
+TENON_API int tenon_pool_set_max_elements(tenon_pool* pool, uint64_t max_elements);
+
+/* --- Plumbing for the header-only C++ template (not for direct use) --- */
+
+/* Lazily committed, zero-filled memory from the platform layer, page
+ * aligned. With huge != 0 and bytes >= 2 MiB (element blocks): 2 MiB aligned
+ * and advised for transparent huge pages; without (the sparse directory):
+ * small pages only, so touching one entry commits 4 KiB, not 2 MiB.
+ * NULL on failure. */
+TENON_API void* tenon_pool_reserve_block(size_t bytes, int huge);
+TENON_API void tenon_pool_release_block(void* p, size_t bytes);
+
+/* A small number unique to the calling thread's first call, handed out in
+ * order (0, 1, 2, ...); the pool maps it to a lane. */
+TENON_API uint32_t tenon_pool_thread_ordinal(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TENON_MASS_POOL_H */

@@ -1,0 +1,669 @@
+// tenon::mass_pool<T>: a lock-free typed bulk pool (see docs/mass_pool.md).
+//
+// For programs that create tens or hundreds of millions of small objects of
+// one type from many threads, link them to each other by 32-bit index, and
+// drop them all at once:
+//
+//   tenon::mass_pool<Node> pool;
+//   auto [index, node] = pool.emplace(args...);   // any thread, lock-free
+//   pool[index].next = other;                     // elements never move
+//   std::sort(pool.begin(), pool.end(), cmp);     // random-access iterators
+//   pool.clear();                                 // O(blocks), not O(elements)
+//
+// Include this header and link -ltenon (or libtenon.a); nothing else.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <compare>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <iterator>
+#include <new>
+#include <type_traits>
+#include <utility>
+#include <vector>
+#if defined(__cpp_exceptions)
+#include <stdexcept>
+#endif
+
+#include "tenon/mass_pool.h"
+
+namespace tenon {
+namespace detail {
+
+// The calling thread's lane seed: a per-thread ordinal handed out in order by
+// libtenon, so the first 64 threads to use any pool get 64 different lanes
+// (hashing thread addresses would make two of eight threads share a lane a
+// third of the time). Plain constant-initialised TLS: no wrapper, no lock.
+inline thread_local std::uint32_t tl_pool_lane_plus1 = 0;
+
+inline std::uint32_t this_thread_lane_seed() noexcept {
+  std::uint32_t v = tl_pool_lane_plus1;
+  if (__builtin_expect(v == 0, 0)) {
+    v = tenon_pool_thread_ordinal() + 1;
+    tl_pool_lane_plus1 = v;
+  }
+  return v - 1;
+}
+
+// Progress-test hook: when set (tests only), the slow paths call it at each
+// named step between two operations on shared state, and a test can park a
+// thread there forever to prove the others still finish. One relaxed load per
+// block refill when unset; never on the per-element path.
+inline std::atomic<void (*)(const char*)> pool_step_hook{nullptr};
+inline void pool_step(const char* name) noexcept {
+  if (auto h = pool_step_hook.load(std::memory_order_relaxed); __builtin_expect(h != nullptr, 0)) h(name);
+}
+
+// The untyped engine behind both mass_pool<T> and the C API.
+//
+// Index space: index = block << shift | slot. A block is 2^shift slots of
+// `stride` bytes (about 2 MiB), carved from segments of up to 32 blocks
+// reserved from the platform layer (huge page aligned, committed lazily). A
+// fixed directory maps block number -> base address; it is reserved once for
+// the whole 2^32 index space and committed lazily, so it never moves and a
+// lookup is one load.
+//
+// Claiming: 64 lanes per pool, each a 64-bit word (block + 1, slots used) on
+// its own cache line. A thread always uses the same lane (its ordinal mod
+// 64), so with up to 64 threads every claim is a CAS on a line nobody else
+// touches: no shared counter per element. A lane whose block is used up is
+// refilled with a fresh block number from one fetch_add per block; the
+// refilling thread installs it by CAS. If two threads race to refill the same
+// lane, the loser pushes its block onto a lock-free spare stack, where the
+// next refill anywhere finds it. Nobody ever waits for anybody.
+class pool_core {
+ public:
+  static constexpr unsigned kLanes = 64;
+  enum status : int { ok = 0, full = 1, no_memory = 2, retry = 3 };
+  struct claim {
+    void* slot;
+    std::uint32_t index;
+    int status;
+  };
+
+  // Returns false (errno-free) on bad arguments or when the directory cannot
+  // be reserved; the object is then unusable.
+  bool init(std::size_t elem_size, std::size_t align, unsigned shift) noexcept {
+    if (elem_size == 0 || align == 0 || (align & (align - 1)) || align > 4096 || shift > 24)
+      return false;
+    stride_ = (elem_size + align - 1) & ~(align - 1);
+    if (shift == 0) shift = default_shift(stride_);
+    shift_ = shift;
+    block_elems_ = std::uint32_t{1} << shift;
+    block_bytes_ = round_up(stride_ * block_elems_, 4096);
+    dir_entries_ = std::uint32_t((std::uint64_t{1} << 32) >> shift);
+    seg_shift_ = 0;
+    while (seg_shift_ < 10 && (block_bytes_ << (seg_shift_ + 1)) <= kSegmentBytes) ++seg_shift_;
+    seg_bytes_ = block_bytes_ << seg_shift_;
+    const std::size_t seg_entries = (std::size_t{dir_entries_} + (1u << seg_shift_) - 1) >> seg_shift_;
+    // One lazily committed reservation: block bases, spare links, segment bases
+    // (dir_entries_ is a power of two >= 256, so every array stays 8-aligned).
+    dir_bytes_ = round_up(std::size_t{dir_entries_} * (sizeof(void*) + sizeof(std::uint32_t)) +
+                              seg_entries * sizeof(void*), 4096);
+    void* d = tenon_pool_reserve_block(dir_bytes_, 0);
+    if (!d) return false;
+    dir_ = static_cast<std::atomic<char*>*>(d);
+    spare_next_ = reinterpret_cast<std::atomic<std::uint32_t>*>(
+        static_cast<char*>(d) + std::size_t{dir_entries_} * sizeof(void*));
+    seg_ = reinterpret_cast<std::atomic<char*>*>(
+        static_cast<char*>(d) + std::size_t{dir_entries_} * (sizeof(void*) + sizeof(std::uint32_t)));
+    set_limit(TENON_POOL_MAX_ELEMENTS);
+    next_block_.store(0, std::memory_order_relaxed);
+    spare_head_.store(0, std::memory_order_relaxed);
+    spare_slots_.store(0, std::memory_order_relaxed);
+    for (auto& l : lanes_) l.word.store(exhausted(), std::memory_order_relaxed);
+    return true;
+  }
+
+  // Releases every block and the directory. Not concurrent with anything.
+  void destroy() noexcept {
+    if (!dir_) return;
+    reset();
+    tenon_pool_release_block(dir_, dir_bytes_);
+    dir_ = nullptr;
+  }
+
+  // Releases every block; the pool is empty and reusable. O(blocks).
+  // Not concurrent with anything.
+  void reset() noexcept {
+    const std::uint64_t claimed = std::min<std::uint64_t>(next_block_.load(std::memory_order_acquire), nblocks_);
+    for (std::uint64_t k = 0; k < claimed; ++k) dir_[k].store(nullptr, std::memory_order_relaxed);
+    // One munmap per segment (up to 32 blocks of 2 MiB): the kernel's fixed
+    // cost per call (VMA surgery, TLB shootdown) is paid 32 times less.
+    const std::uint64_t segments = (claimed + (1u << seg_shift_) - 1) >> seg_shift_;
+    for (std::uint64_t s = 0; s < segments; ++s) {
+      if (char* seg = seg_[s].load(std::memory_order_relaxed)) tenon_pool_release_block(seg, seg_bytes_);
+      seg_[s].store(nullptr, std::memory_order_relaxed);
+    }
+    next_block_.store(0, std::memory_order_relaxed);
+    spare_slots_.store(0, std::memory_order_relaxed);
+    spare_head_.store(0, std::memory_order_relaxed);
+    for (auto& l : lanes_) l.word.store(exhausted(), std::memory_order_relaxed);
+  }
+
+  // Test hook (and C API): lower the element limit. Only on an empty pool.
+  bool set_limit(std::uint64_t max_elements) noexcept {
+    if (max_elements == 0 || max_elements > TENON_POOL_MAX_ELEMENTS) return false;
+    if (next_block_.load(std::memory_order_relaxed) != 0) return false;
+    limit_ = max_elements;
+    nblocks_ = std::uint32_t((max_elements + block_elems_ - 1) >> shift_);
+    return true;
+  }
+
+  // One slot and its index; lock-free. The fast path is a load and a CAS on
+  // the calling thread's own lane.
+  claim acquire() noexcept {
+    lane& l = lanes_[this_thread_lane_seed() & (kLanes - 1)];
+    std::uint64_t w = l.word.load(std::memory_order_relaxed);
+    for (;;) {
+      if (has_room(w)) {
+        // Acquire pairs with the release CAS that installed the block, so the
+        // directory entry written before it is visible.
+        if (l.word.compare_exchange_weak(w, w + 1, std::memory_order_acquire,
+                                         std::memory_order_relaxed)) {
+          const std::uint32_t k = std::uint32_t(w >> 32) - 1;
+          const std::uint32_t used = std::uint32_t(w);
+          char* base = dir_[k].load(std::memory_order_relaxed);
+          return {base + std::size_t{used} * stride_, (k << shift_) | used, ok};
+        }
+        continue;
+      }
+      claim c = refill(l, w);
+      if (c.status != retry) return c;
+      w = l.word.load(std::memory_order_relaxed);
+    }
+  }
+
+  void* at(std::uint32_t index) const noexcept {
+    char* base = dir_[index >> shift_].load(std::memory_order_relaxed);
+    return base + std::size_t{index & (block_elems_ - 1)} * stride_;
+  }
+
+  // Number of slots handed out: every index below the claimed frontier,
+  // minus the unfilled tails of lane blocks and the spare blocks. O(lanes).
+  // Exact when no acquire() runs concurrently.
+  std::uint64_t size() const noexcept {
+    // Signed and clamped: under concurrent acquire() the parts are read at
+    // different moments, and an estimate must not wrap around.
+    std::int64_t holes = std::int64_t(spare_slots_.load(std::memory_order_acquire));
+    for (const auto& l : lanes_) {
+      const std::uint64_t w = l.word.load(std::memory_order_acquire);
+      if ((w >> 32) == 0) continue;
+      const std::uint32_t k = std::uint32_t(w >> 32) - 1;
+      holes += block_end(k) - std::min(std::uint32_t(w), block_end(k));
+    }
+    const std::int64_t total = std::int64_t(frontier()) - holes;  // read last: it only grows
+    return total < 0 ? 0 : std::uint64_t(total);
+  }
+
+  // Calls f(first_index, count) for the filled part of every claimed block,
+  // in index order, skipping empty ones. A block is full unless it is a
+  // lane's current block (filled up to the lane's count) or a spare (empty).
+  // O(blocks); meaningful when no acquire() runs. Allocates nothing.
+  template <class F>
+  void for_each_filled(F&& f) const {
+    std::uint64_t partial[kLanes];  // block << 32 | used, sorted
+    unsigned np = 0;
+    for (const auto& l : lanes_) {
+      const std::uint64_t w = l.word.load(std::memory_order_acquire);
+      if ((w >> 32) != 0) partial[np++] = w - (std::uint64_t{1} << 32);
+    }
+    std::sort(partial, partial + np);
+    const std::uint64_t claimed =
+        std::min<std::uint64_t>(next_block_.load(std::memory_order_acquire), nblocks_);
+    unsigned p = 0;
+    for (std::uint64_t k = 0; k < claimed; ++k) {
+      std::uint32_t filled = block_end(std::uint32_t(k));
+      while (p < np && (partial[p] >> 32) < k) ++p;
+      if (p < np && (partial[p] >> 32) == k) filled = std::min(filled, std::uint32_t(partial[p]));
+      if (is_spare(dir_[k].load(std::memory_order_relaxed))) filled = 0;
+      if (filled) f(k << shift_, filled);
+    }
+  }
+
+  // One past the highest index that was claimed (as a block), capped at the limit.
+  std::uint64_t frontier() const noexcept {
+    const std::uint64_t claimed =
+        std::min<std::uint64_t>(next_block_.load(std::memory_order_acquire), nblocks_);
+    return std::min<std::uint64_t>(claimed << shift_, limit_);
+  }
+  // Slots of block k that are inside the limit (block_elems_ except for the last block).
+  std::uint32_t block_end(std::uint32_t k) const noexcept {
+    const std::uint64_t first = std::uint64_t{k} << shift_;
+    return std::uint32_t(std::min<std::uint64_t>(block_elems_, limit_ - first));
+  }
+  std::uint32_t block_elements() const noexcept { return block_elems_; }
+  unsigned block_shift() const noexcept { return shift_; }
+  std::size_t stride() const noexcept { return stride_; }
+  std::size_t block_bytes() const noexcept { return block_bytes_; }
+  std::uint64_t limit() const noexcept { return limit_; }
+  // How often a refill lost the race to install its block (statistics/tests).
+  std::uint64_t refill_races() const noexcept { return refill_races_.load(std::memory_order_relaxed); }
+
+ private:
+  struct alignas(64) lane {
+    // (block number + 1) << 32 | slots used. 0 << 32 | block_elems_ means
+    // "no block yet", which the fast path sees as "block used up".
+    std::atomic<std::uint64_t> word{0};
+  };
+
+  static constexpr std::size_t kSegmentBytes = std::size_t{64} << 20;
+
+  static std::size_t round_up(std::size_t n, std::size_t a) noexcept { return (n + a - 1) & ~(a - 1); }
+
+  // Smallest power of two whose block is at least 2 MiB (one transparent huge
+  // page), between 2^8 and 2^24 elements.
+  static unsigned default_shift(std::size_t stride) noexcept {
+    unsigned s = 8;
+    while (s < 24 && (stride << s) < (std::size_t{2} << 20)) ++s;
+    return s;
+  }
+
+  static constexpr std::uintptr_t kSpareTag = 1;
+  static bool is_spare(const char* base) noexcept {
+    return (reinterpret_cast<std::uintptr_t>(base) & kSpareTag) != 0;
+  }
+  static char* untag(char* base) noexcept {
+    return reinterpret_cast<char*>(reinterpret_cast<std::uintptr_t>(base) & ~kSpareTag);
+  }
+
+  std::uint64_t exhausted() const noexcept { return block_elems_; }
+
+  bool has_room(std::uint64_t w) const noexcept {
+    const std::uint32_t used = std::uint32_t(w);
+    const std::uint64_t first = ((w >> 32) - 1) << shift_;
+    return used < block_elems_ && first + used < limit_;
+  }
+
+  bool take_block(std::uint32_t& k) noexcept {
+    if (pop_spare(k)) return true;
+    if (next_block_.load(std::memory_order_relaxed) >= nblocks_) return false;
+    const std::uint64_t n = next_block_.fetch_add(1, std::memory_order_relaxed);
+    if (n >= nblocks_) return false;
+    k = std::uint32_t(n);
+    return true;
+  }
+
+  // Treiber stack of block numbers; the head carries a 32-bit version tag
+  // (ABA) and top + 1; links live in spare_next_, which is never freed.
+  // A spare block is also marked in the directory (bit 0 of its page-aligned
+  // base, set by the pusher and cleared by the popper, who each own the block
+  // at that moment), so walks over blocks see it without walking the stack.
+  void push_spare(std::uint32_t k) noexcept {
+    dir_[k].store(dir_[k].load(std::memory_order_relaxed) + kSpareTag, std::memory_order_relaxed);
+    spare_slots_.fetch_add(block_end(k), std::memory_order_relaxed);
+    std::uint64_t h = spare_head_.load(std::memory_order_relaxed);
+    std::uint64_t nh;
+    do {
+      spare_next_[k].store(std::uint32_t(h), std::memory_order_relaxed);
+      pool_step("pool.spare.push");
+      nh = (((h >> 32) + 1) << 32) | (k + 1);
+    } while (!spare_head_.compare_exchange_weak(h, nh, std::memory_order_release,
+                                                std::memory_order_relaxed));
+  }
+  bool pop_spare(std::uint32_t& k) noexcept {
+    std::uint64_t h = spare_head_.load(std::memory_order_acquire);
+    while (std::uint32_t(h) != 0) {
+      const std::uint32_t top = std::uint32_t(h) - 1;
+      const std::uint32_t next = spare_next_[top].load(std::memory_order_relaxed);
+      pool_step("pool.spare.pop");
+      const std::uint64_t nh = (((h >> 32) + 1) << 32) | next;
+      if (spare_head_.compare_exchange_weak(h, nh, std::memory_order_acquire,
+                                            std::memory_order_acquire)) {
+        k = top;
+        char* tagged = dir_[k].load(std::memory_order_relaxed);
+        dir_[k].store(tagged - kSpareTag, std::memory_order_relaxed);
+        spare_slots_.fetch_sub(block_end(k), std::memory_order_relaxed);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Slow path: the lane's block is used up (or absent).
+  __attribute__((noinline)) claim refill(lane& l, std::uint64_t w) noexcept {
+    std::uint32_t k;
+    if (!take_block(k)) return scavenge();
+    pool_step("pool.refill.claimed");
+    char* base = dir_[k].load(std::memory_order_relaxed);
+    if (!base) {
+      base = block_memory(k);
+      if (!base) {
+        push_spare(k);  // its number stays usable once memory is back
+        return {nullptr, TENON_POOL_NO_INDEX, no_memory};
+      }
+      dir_[k].store(base, std::memory_order_release);
+    }
+    pool_step("pool.refill.install");
+    // Install the block with its first slot taken by us.
+    const std::uint64_t fresh = (std::uint64_t{k + 1} << 32) | 1u;
+    while (!l.word.compare_exchange_weak(w, fresh, std::memory_order_acq_rel,
+                                         std::memory_order_relaxed)) {
+      if (has_room(w)) {  // another thread refilled this lane first
+        refill_races_.fetch_add(1, std::memory_order_relaxed);
+        push_spare(k);
+        return {nullptr, TENON_POOL_NO_INDEX, retry};
+      }
+    }
+    return {base, k << shift_, ok};
+  }
+
+  // Block k's memory: its slice of segment k >> seg_shift_. A segment is
+  // reserved (lazily committed address space) by the first block that needs
+  // it and installed by CAS; a thread that loses that race gives its
+  // reservation back and uses the winner's. Nobody waits for the winner.
+  char* block_memory(std::uint32_t k) noexcept {
+    std::atomic<char*>& slot = seg_[k >> seg_shift_];
+    char* seg = slot.load(std::memory_order_acquire);
+    if (!seg) {
+      char* mine = static_cast<char*>(tenon_pool_reserve_block(seg_bytes_, 1));
+      if (!mine) return nullptr;
+      pool_step("pool.segment.reserved");
+      if (slot.compare_exchange_strong(seg, mine, std::memory_order_acq_rel, std::memory_order_acquire))
+        seg = mine;
+      else
+        tenon_pool_release_block(mine, seg_bytes_);
+    }
+    return seg + std::size_t{k & ((1u << seg_shift_) - 1)} * block_bytes_;
+  }
+
+  // The index space is used up: take any slot left in any lane, so that the
+  // pool holds exactly limit() elements before it reports full.
+  claim scavenge() noexcept {
+    for (auto& l : lanes_) {
+      std::uint64_t w = l.word.load(std::memory_order_relaxed);
+      while (has_room(w)) {
+        if (l.word.compare_exchange_weak(w, w + 1, std::memory_order_acquire,
+                                         std::memory_order_relaxed)) {
+          const std::uint32_t k = std::uint32_t(w >> 32) - 1;
+          const std::uint32_t used = std::uint32_t(w);
+          return {dir_[k].load(std::memory_order_relaxed) + std::size_t{used} * stride_,
+                  (k << shift_) | used, ok};
+        }
+      }
+    }
+    // A block whose memory could not be mapped earlier may sit on the spare
+    // stack; take_block() would have found it, so the pool is really full.
+    return {nullptr, TENON_POOL_NO_INDEX, full};
+  }
+
+  // Read-mostly fields, shared by every thread.
+  std::atomic<char*>* dir_ = nullptr;
+  std::atomic<std::uint32_t>* spare_next_ = nullptr;
+  std::atomic<char*>* seg_ = nullptr;
+  std::size_t seg_bytes_ = 0;
+  unsigned seg_shift_ = 0;
+  std::size_t stride_ = 0;
+  std::size_t block_bytes_ = 0;
+  std::size_t dir_bytes_ = 0;
+  std::uint64_t limit_ = 0;
+  unsigned shift_ = 0;
+  std::uint32_t block_elems_ = 0;
+  std::uint32_t nblocks_ = 0;  // blocks that start below limit_
+  std::uint32_t dir_entries_ = 0;
+  // Written once per block.
+  alignas(64) std::atomic<std::uint64_t> next_block_{0};
+  alignas(64) std::atomic<std::uint64_t> spare_head_{0};
+  std::atomic<std::uint64_t> spare_slots_{0};  // slots in spare blocks, for size()
+  std::atomic<std::uint64_t> refill_races_{0};  // statistics: lost lane refills
+  lane lanes_[kLanes];
+};
+
+[[noreturn]] inline void pool_fatal(const char* what) noexcept {
+  std::fputs(what, stderr);
+  std::fputc('\n', stderr);
+  std::abort();
+}
+
+}  // namespace detail
+
+// A pool of T with a 32-bit index per element. See docs/mass_pool.md for the
+// exact guarantees; in short:
+//  - emplace() is lock-free and may run on any number of threads at once;
+//    indices are unique; an element's address never changes until clear().
+//  - size(), iteration and clear() see every element whose emplace() has
+//    returned (happens-before), and must not run concurrently with emplace().
+//  - Indices are dense except for the unfilled tail of each lane's current
+//    block: with one emplacing thread they are exactly 0 .. size()-1. The
+//    iterators skip those tails: they visit every element once, in index
+//    order, and (it - begin()) is the element's rank, it.index() its index.
+template <class T>
+class mass_pool {
+  static_assert(!std::is_reference_v<T> && !std::is_const_v<T>, "mass_pool<T>: T must be an object type");
+  static_assert(alignof(T) <= 4096, "mass_pool<T>: alignments above 4096 are not supported");
+
+ public:
+  using value_type = T;
+  using size_type = std::size_t;
+  using difference_type = std::ptrdiff_t;
+  using index_type = std::uint32_t;
+  using reference = T&;
+  using const_reference = const T&;
+
+  // What emplace() gives back: `auto [index, ref] = pool.emplace(...)`.
+  struct emplaced {
+    index_type index;
+    T& ref;
+  };
+  // What try_emplace() gives back; ptr is null when the pool is full (the
+  // limit) or the OS had no memory, and the pool stays usable.
+  struct try_emplaced {
+    index_type index;
+    T* ptr;
+  };
+
+  // block_shift: 2^block_shift elements per block (1 .. 24); 0 picks the
+  // smallest power of two giving at least 2 MiB. A shift above 24 throws
+  // std::invalid_argument; no address space for the directory, bad_alloc.
+  explicit mass_pool(unsigned block_shift = 0) {
+    if (!core_.init(sizeof(T), alignof(T), block_shift))
+      fail(block_shift > 24 ? kInvalid : int(detail::pool_core::no_memory));
+  }
+  mass_pool(const mass_pool&) = delete;
+  mass_pool& operator=(const mass_pool&) = delete;
+  ~mass_pool() {
+    destroy_elements();
+    core_.destroy();
+  }
+
+  // Constructs T(args...) in a new slot. Lock-free. Throws std::length_error
+  // when the pool already holds max_size() elements and std::bad_alloc when
+  // the OS has no memory (without exceptions: prints why and aborts; use
+  // try_emplace to get a null pointer instead).
+  template <class... Args>
+  emplaced emplace(Args&&... args) {
+    int status = 0;
+    try_emplaced r = construct(status, std::forward<Args>(args)...);
+    if (!r.ptr) fail(status);
+    return {r.index, *r.ptr};
+  }
+
+  // Like emplace, but a full pool or no memory gives ptr == nullptr (and
+  // index TENON_POOL_NO_INDEX); the pool stays usable. If T's constructor
+  // throws, the exception propagates and no slot is used.
+  template <class... Args>
+  try_emplaced try_emplace(Args&&... args) {
+    int status = 0;
+    return construct(status, std::forward<Args>(args)...);
+  }
+
+  T& operator[](index_type i) noexcept { return *std::launder(static_cast<T*>(core_.at(i))); }
+  const T& operator[](index_type i) const noexcept {
+    return *std::launder(static_cast<const T*>(core_.at(i)));
+  }
+
+  // Elements constructed since the last clear(). O(lanes), not a counter
+  // (a shared counter is exactly the per-element contention this avoids).
+  size_type size() const noexcept { return size_type(core_.size()); }
+  bool empty() const noexcept { return size() == 0; }
+  static constexpr std::uint64_t max_size() noexcept { return TENON_POOL_MAX_ELEMENTS; }
+  // One past the highest index handed out so far (an upper bound of every
+  // index): size arrays indexed by element index with this.
+  std::uint64_t index_bound() const noexcept { return core_.frontier(); }
+  std::uint32_t block_elements() const noexcept { return core_.block_elements(); }
+  // Statistics: how often two threads raced to refill the same lane (the
+  // loser's block went to the spare stack). Not reset by clear().
+  std::uint64_t refill_races() const noexcept { return core_.refill_races(); }
+
+  // Runs destructors (unless T is trivially destructible) and gives every
+  // block back to the OS. O(blocks) for trivial T, O(elements) otherwise.
+  void clear() noexcept {
+    destroy_elements();
+    core_.reset();
+    segs_.clear();
+  }
+
+  // Test hook: lower the element limit (on an empty pool) so the overflow
+  // path can be tested without 4e9 elements. Returns false if not empty or
+  // max_elements is 0 or above max_size().
+  bool set_max_elements_for_testing(std::uint64_t max_elements) noexcept {
+    return core_.set_limit(max_elements);
+  }
+
+  // Random-access iterator over the elements in index order.
+  template <bool Const>
+  class basic_iterator {
+    using pool_ptr = std::conditional_t<Const, const mass_pool*, mass_pool*>;
+
+   public:
+    using iterator_concept = std::random_access_iterator_tag;
+    using iterator_category = std::random_access_iterator_tag;
+    using value_type = T;
+    using difference_type = std::ptrdiff_t;
+    using reference = std::conditional_t<Const, const T&, T&>;
+    using pointer = std::conditional_t<Const, const T*, T*>;
+
+    basic_iterator() = default;
+    basic_iterator(pool_ptr p, difference_type rank) noexcept : p_(p), r_(rank) {}
+    // iterator -> const_iterator
+    template <bool C = Const, class = std::enable_if_t<C>>
+    basic_iterator(const basic_iterator<false>& o) noexcept : p_(o.p_), r_(o.r_) {}
+
+    reference operator*() const noexcept { return (*p_)[p_->index_at_rank(r_)]; }
+    pointer operator->() const noexcept { return &**this; }
+    reference operator[](difference_type n) const noexcept { return (*p_)[p_->index_at_rank(r_ + n)]; }
+
+    basic_iterator& operator++() noexcept { ++r_; return *this; }
+    basic_iterator operator++(int) noexcept { auto t = *this; ++r_; return t; }
+    basic_iterator& operator--() noexcept { --r_; return *this; }
+    basic_iterator operator--(int) noexcept { auto t = *this; --r_; return t; }
+    basic_iterator& operator+=(difference_type n) noexcept { r_ += n; return *this; }
+    basic_iterator& operator-=(difference_type n) noexcept { r_ -= n; return *this; }
+    friend basic_iterator operator+(basic_iterator it, difference_type n) noexcept { return it += n; }
+    friend basic_iterator operator+(difference_type n, basic_iterator it) noexcept { return it += n; }
+    friend basic_iterator operator-(basic_iterator it, difference_type n) noexcept { return it -= n; }
+    friend difference_type operator-(const basic_iterator& a, const basic_iterator& b) noexcept {
+      return a.r_ - b.r_;
+    }
+    friend bool operator==(const basic_iterator& a, const basic_iterator& b) noexcept { return a.r_ == b.r_; }
+    friend std::strong_ordering operator<=>(const basic_iterator& a, const basic_iterator& b) noexcept {
+      return a.r_ <=> b.r_;
+    }
+
+    // The element's index (what emplace returned for it).
+    index_type index() const noexcept { return p_->index_at_rank(r_); }
+
+   private:
+    friend class mass_pool;
+    friend class basic_iterator<!Const>;
+    pool_ptr p_ = nullptr;
+    difference_type r_ = 0;
+  };
+  using iterator = basic_iterator<false>;
+  using const_iterator = basic_iterator<true>;
+
+  // begin() takes a snapshot of where the holes are (O(lanes)); it must not
+  // run concurrently with emplace(), clear() or another begin(). Iterators
+  // stay valid until the next emplace() or clear().
+  iterator begin() { refresh_view(); return {this, 0}; }
+  iterator end() { return {this, difference_type(size())}; }
+  const_iterator begin() const { refresh_view(); return {this, 0}; }
+  const_iterator end() const { return {this, difference_type(size())}; }
+  const_iterator cbegin() const { return begin(); }
+  const_iterator cend() const { return end(); }
+
+ private:
+  // A run of present indices: ranks [rank, next run's rank) are indices
+  // [index, ...). Without holes there is one run starting at (0, 0).
+  struct run {
+    std::uint64_t rank;
+    std::uint64_t index;
+  };
+
+  index_type index_at_rank(difference_type r) const noexcept {
+    const auto ur = std::uint64_t(r);
+    if (segs_.size() == 1) return index_type(segs_[0].index + ur);  // no holes
+    if (segs_.empty()) return index_type(ur);
+    auto it = std::upper_bound(segs_.begin(), segs_.end(), ur,
+                               [](std::uint64_t v, const run& s) { return v < s.rank; });
+    --it;
+    return index_type(it->index + (ur - it->rank));
+  }
+
+  void refresh_view() const {
+    segs_.clear();
+    std::uint64_t rank = 0, next = 0;  // next: the index that would continue the current run
+    core_.for_each_filled([&](std::uint64_t first, std::uint32_t count) {
+      if (segs_.empty() || first != next) segs_.push_back({rank, first});
+      rank += count;
+      next = first + count;
+    });
+  }
+
+  void destroy_elements() noexcept {
+    if constexpr (!std::is_trivially_destructible_v<T>) {
+      core_.for_each_filled([&](std::uint64_t first, std::uint32_t count) {
+        for (std::uint64_t i = first; i < first + count; ++i) (*this)[index_type(i)].~T();
+      });
+    }
+  }
+
+  // A constructor that may throw builds a temporary first, which is then
+  // moved into the slot (nothrow): a slot, once claimed, is always filled.
+  template <class... Args>
+  try_emplaced construct(int& status, Args&&... args) {
+#if defined(__cpp_exceptions)
+    if constexpr (!std::is_nothrow_constructible_v<T, Args&&...>) {
+      static_assert(std::is_nothrow_move_constructible_v<T>,
+                    "mass_pool<T>::emplace: T's constructor may throw and its move constructor "
+                    "too; a claimed slot could be left empty. Make one of them noexcept.");
+      T tmp(std::forward<Args>(args)...);
+      const detail::pool_core::claim c = core_.acquire();
+      status = c.status;
+      if (!c.slot) return {TENON_POOL_NO_INDEX, nullptr};
+      return {c.index, ::new (c.slot) T(std::move(tmp))};
+    } else
+#endif
+    {
+      const detail::pool_core::claim c = core_.acquire();
+      status = c.status;
+      if (!c.slot) return {TENON_POOL_NO_INDEX, nullptr};
+      return {c.index, ::new (c.slot) T(std::forward<Args>(args)...)};
+    }
+  }
+
+  static constexpr int kInvalid = -1;
+
+  [[noreturn]] static void fail(int status) {
+#if defined(__cpp_exceptions)
+    if (status == kInvalid) throw std::invalid_argument("tenon::mass_pool: block_shift above 24");
+    if (status == detail::pool_core::full)
+      throw std::length_error("tenon::mass_pool: more than 2^32-1 elements (or the test limit)");
+    throw std::bad_alloc();
+#else
+    detail::pool_fatal(status == kInvalid ? "tenon::mass_pool: block_shift above 24"
+                       : status == detail::pool_core::full
+                           ? "tenon::mass_pool: more than 2^32-1 elements (or the test limit)"
+                           : "tenon::mass_pool: out of memory");
+#endif
+  }
+
+  detail::pool_core core_;
+  mutable std::vector<run> segs_;
+};
+
+}  // namespace tenon
