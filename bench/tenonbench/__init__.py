@@ -1,0 +1,1 @@
+"""tenon's comparison benchmark driver (bench/run.py is the entry point)."""

@@ -1,0 +1,82 @@
+"""The rows that are not timed runs: the fast-path instruction count under
+callgrind, and the other helpers' programs (bulk pool bench, freeze probe),
+run only when their binaries exist."""
+import os
+import re
+import shutil
+import subprocess
+
+from . import runner
+
+_COLLECTED = re.compile(r"Collected\s*:\s*(\d+)")
+
+
+def _callgrind_instructions(binary, n, alloc, timeout):
+    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", binary, str(n)]
+    r = subprocess.run(cmd, env=alloc.env(), capture_output=True, text=True, timeout=timeout)
+    m = _COLLECTED.search(r.stderr)
+    if r.returncode != 0 or not m:
+        raise RuntimeError(f"callgrind exit {r.returncode}: {r.stderr.strip()[-300:]}")
+    return int(m.group(1))
+
+
+def fastpath_instr(build_dir, allocs, smoke, timeout=120):
+    """Instructions per malloc(32)+free pair: (I(2N) - I(N)) / N, which
+    cancels start-up. Returns {alloc: {"instr": float} | {"error": str}}."""
+    binary = os.path.join(build_dir, "bench", "workloads", "fastpath")
+    if not shutil.which("valgrind"):
+        return {a.name: {"error": "valgrind not installed"} for a in allocs}
+    n = 20000 if smoke else 200000
+    out = {}
+    for a in allocs:
+        try:
+            i1 = _callgrind_instructions(binary, n, a, timeout)
+            i2 = _callgrind_instructions(binary, 2 * n, a, timeout)
+            out[a.name] = {"instr": (i2 - i1) / n, "n": n}
+        except (RuntimeError, subprocess.TimeoutExpired, OSError) as e:
+            out[a.name] = {"error": str(e)}
+    return out
+
+
+def pool_bench(build_dir, smoke, timeout=120):
+    """The bulk-pool helper's Markdown table, verbatim, or None when not built."""
+    binary = os.path.join(build_dir, "bench", "pool", "mass_pool_bench")
+    if not os.path.exists(binary):
+        return None
+    cmd = [binary] + (["--smoke"] if smoke else [])
+    r = runner.run(cmd, None, timeout)
+    text = r["stdout"].strip()
+    if r["rc"] != 0:
+        text += f"\n\n(mass_pool_bench exited {r['rc']}{', timed out' if r['timed_out'] else ''}: {r['stderr'].strip()[-300:]})"
+    return text
+
+
+_RESULT = re.compile(r"RESULT\s+freezes=(\d+)\s+stalled=(\d+)\s+max_stall_ms=([0-9.]+)")
+
+
+def freeze_probe(build_dir, allocs, smoke, timeout=120):
+    """Per allocator: does a thread frozen inside the allocator stall others?
+    None when freeze_probe is not built."""
+    binary = os.path.join(build_dir, "tests", "freeze", "freeze_probe")
+    if not os.path.exists(binary):
+        return None
+    # Bounded: an allocator that stalls costs a deadline per freeze, so the
+    # time cap keeps a locked one from eating the suite's five minutes.
+    args = (["--freezes", "10", "--threads", "3", "--deadline-ms", "200", "--max-seconds", "2"] if smoke else
+            ["--freezes", "200", "--threads", "4", "--deadline-ms", "300", "--max-seconds", "6"])
+    out = {}
+    for a in allocs:
+        r = runner.run([binary] + args, a.env(), timeout)
+        m, source = None, ""
+        for line in r["stdout"].splitlines():
+            m = _RESULT.search(line) or m
+            if line.startswith("freeze_probe: malloc from "):
+                source = line.split("from ", 1)[1].strip()
+        if m:
+            out[a.name] = {"freezes": int(m.group(1)), "stalled": int(m.group(2)),
+                           "max_stall_ms": float(m.group(3)), "rc": r["rc"], "malloc_from": source,
+                           "args": " ".join(args)}
+        else:
+            out[a.name] = {"error": f"exit {r['rc']}{' (timed out)' if r['timed_out'] else ''}, no RESULT line: "
+                                    f"{(r['stdout'] + r['stderr']).strip()[-200:]}"}
+    return out

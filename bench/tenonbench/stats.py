@@ -1,0 +1,92 @@
+"""Medians, spreads, normalisation and geometric means over the raw runs."""
+import math
+import statistics
+
+PERCENTILES = ["p50", "p90", "p99", "p99.9", "p99.99", "p99.999", "p99.9999", "max"]
+
+
+def median(xs):
+    return statistics.median(xs) if xs else None
+
+
+def geomean(xs):
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def summarize(runs, rows, allocs):
+    """summary[row][alloc] = medians and spread of the successful runs."""
+    summary = {}
+    for _, _, label in rows:
+        summary[label] = {}
+        for a in allocs:
+            rs = [r for r in runs if r["row"] == label and r["alloc"] == a]
+            ok = [r for r in rs if r["ok"]]
+            walls = [r["wall_s"] for r in ok]
+            s = {"n_ok": len(ok), "n_fail": len(rs) - len(ok)}
+            if ok:
+                med = median(walls)
+                s.update({
+                    "wall_s": med,
+                    "wall_min": min(walls),
+                    "wall_max": max(walls),
+                    # spread: (max - min) / median, in percent
+                    "spread_pct": 100.0 * (max(walls) - min(walls)) / med if med else 0.0,
+                    "cpu_s": median([r["user_s"] + r["sys_s"] for r in ok]),
+                    "rss_kib": median([r["maxrss_kib"] for r in ok]),
+                    "minflt": median([r["minflt"] for r in ok]),
+                    "majflt": median([r["majflt"] for r in ok]),
+                })
+            summary[label][a] = s
+    return summary
+
+
+def normalise(summary, baseline, key):
+    """norm[row][alloc] = value / baseline's value (None when either is missing)."""
+    out = {}
+    for row, per in summary.items():
+        base = per.get(baseline, {}).get(key)
+        out[row] = {a: (s.get(key) / base if base and s.get(key) is not None else None) for a, s in per.items()}
+    return out
+
+
+def geomeans(norm, allocs):
+    return {a: geomean([per.get(a) for per in norm.values() if per.get(a)]) for a in allocs}
+
+
+def _cells(runs, label, tag, keys):
+    """{alloc: {key tuple: [metric dicts]}} from the runs' parsed output."""
+    out = {}
+    for r in runs:
+        if r["row"] != label or not r["ok"]:
+            continue
+        for m in r["metrics"].get(tag, []):
+            out.setdefault(r["alloc"], {}).setdefault(tuple(m.get(k) for k in keys), []).append(m)
+    return out
+
+
+def size_table(runs, label):
+    """{alloc: {(op, bytes): {ns_per_call, rss_ratio, peak_rss_kib}}} medians."""
+    cells = _cells(runs, label, "SIZE", ["op", "bytes"])
+    return {a: {k: {f: median([m[f] for m in ms]) for f in ("ns_per_call", "rss_ratio", "peak_rss_kib")}
+                for k, ms in per.items()} for a, per in cells.items()}
+
+
+def chunk_table(runs, label):
+    cells = _cells(runs, label, "CHUNK", ["threads", "bytes"])
+    return {a: {k: {f: median([m[f] for m in ms]) for f in ("ns_per_call", "rss_ratio", "peak_rss_kib")}
+                for k, ms in per.items()} for a, per in cells.items()}
+
+
+def latency_table(runs, label):
+    """{alloc: {op: {pct: median over runs (max: the largest)}, unit}}"""
+    cells = _cells(runs, label, "LAT", ["op"])
+    out = {}
+    for a, per in cells.items():
+        out[a] = {}
+        for (op,), ms in per.items():
+            d = {p: (max if p == "max" else median)([m[p] for m in ms if p in m]) for p in PERCENTILES}
+            d["unit"] = ms[0].get("unit", "")
+            d["n"] = sum(m.get("n", 0) for m in ms)
+            out[a][op] = d
+    return out

@@ -1,0 +1,123 @@
+// Huge blocks (above the 2 MiB large limit: direct mappings, a shared reuse
+// cache, mremap on realloc) allocated, grown, calloc'd and freed by different
+// threads at once. Blocks are too big to pattern byte by byte, so each one is
+// stamped: 64 bytes at the start of every 4 KiB page and at its very end.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "stress_support.h"
+
+using namespace tenon_stress;
+
+namespace {
+
+constexpr std::size_t kStride = 4096;
+constexpr std::size_t kStamp = 64;
+
+struct Huge {
+  unsigned char* p;
+  std::size_t size;
+  std::uint64_t seed;  // 0: calloc'd and never written (must read as zeros)
+};
+
+template <class F>
+void for_each_stamp(std::size_t size, F f) {
+  // Page stamps stop short of the end stamp so that no two overlap.
+  for (std::size_t off = 0; off + 2 * kStamp <= size; off += kStride) f(off);
+  if (size >= kStamp) f(size - kStamp);
+}
+
+void stamp(const Huge& h) {
+  for_each_stamp(h.size, [&](std::size_t off) { fill_pattern(h.p + off, kStamp, h.seed ^ off); });
+}
+
+// Returns "" or a description of the first bad stamp among the stamps of
+// h.size that lie wholly below limit (after a shrinking realloc only those
+// survive).
+std::string check(const Huge& h, std::size_t limit) {
+  std::string bad;
+  for_each_stamp(h.size, [&](std::size_t off) {
+    if (!bad.empty() || off + kStamp > limit) return;
+    if (h.seed == 0) {
+      for (std::size_t k = 0; k < kStamp; ++k)
+        if (h.p[off + k]) {
+          bad = "calloc'd huge block of " + std::to_string(h.size) + " not zero at " + std::to_string(off + k);
+          return;
+        }
+    } else if (first_pattern_mismatch(h.p + off, kStamp, h.seed ^ off) != kStamp) {
+      bad = "huge block of " + std::to_string(h.size) + " corrupt near offset " + std::to_string(off);
+    }
+  });
+  return bad;
+}
+
+TEST(HugeBlocks, AcrossThreadsWithReallocAndCalloc) {
+  const unsigned threads = 4;
+  const std::size_t ops = tenon_test::scaled(200);
+  constexpr std::size_t kSlots = 16;
+  std::vector<std::atomic<Huge*>> slots(kSlots);
+  for (auto& s : slots) s.store(nullptr);
+  Failures failures;
+
+  auto release = [&](Huge* h) {
+    std::string why = check(*h, h->size);
+    if (!why.empty()) failures.add(why);
+    if (tenon_malloc_usable_size(h->p) < h->size) failures.add("huge usable size below the request");
+    tenon_free(h->p);
+    delete h;
+  };
+  auto worker = [&](unsigned id) {
+    std::mt19937_64 rng(900 + id);
+    for (std::size_t i = 0; i < ops && failures.count() == 0; ++i) {
+      std::size_t size = (std::size_t{2} << 20) + rng() % (std::size_t{14} << 20);
+      auto* h = new Huge{nullptr, size, 0};
+      if (rng() % 3 == 0) {
+        h->p = static_cast<unsigned char*>(tenon_calloc(1, size));  // reuses cached, dirty mappings
+      } else {
+        h->p = static_cast<unsigned char*>(tenon_malloc(size));
+        h->seed = (std::uint64_t{id} << 40) | (i + 1);
+      }
+      if (!h->p) {
+        failures.add("huge allocation of " + std::to_string(size) + " failed");
+        delete h;
+        break;
+      }
+      if (h->seed) stamp(*h);
+      else if (std::string why = check(*h, size); !why.empty()) failures.add(why);
+      Huge* old = slots[rng() % kSlots].exchange(h, std::memory_order_acq_rel);
+      if (!old) continue;
+      if (rng() % 2) {
+        release(old);
+        continue;
+      }
+      // Resize another thread's block (grow or shrink; may stay huge or not).
+      std::string why = check(*old, old->size);
+      if (!why.empty()) failures.add(why);
+      std::size_t next = rng() % 2 ? old->size + rng() % (std::size_t{8} << 20) : 4096 + rng() % old->size;
+      auto* q = static_cast<unsigned char*>(tenon_realloc(old->p, next));
+      if (!q) {
+        failures.add("tenon_realloc of a huge block to " + std::to_string(next) + " failed");
+        continue;
+      }
+      old->p = q;
+      if (old->seed == 0) old->seed = (std::uint64_t{id} << 40) | (1u << 30) | (i + 1);
+      else if (std::string w = check(*old, std::min(old->size, next)); !w.empty())
+        failures.add("after realloc: " + w);
+      old->size = next;
+      stamp(*old);
+      Huge* other = slots[rng() % kSlots].exchange(old, std::memory_order_acq_rel);
+      if (other) release(other);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t) pool.emplace_back(worker, t);
+  for (auto& t : pool) t.join();
+  for (auto& s : slots)
+    if (Huge* h = s.exchange(nullptr)) release(h);
+  EXPECT_EQ(failures.count(), 0) << failures.first();
+}
+
+}  // namespace

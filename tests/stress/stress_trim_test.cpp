@@ -1,0 +1,70 @@
+// malloc_trim (purging retained chunks and the huge cache) running while other
+// threads allocate, free across threads, and reuse exactly that memory.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "stress_support.h"
+
+using namespace tenon_stress;
+
+namespace {
+
+TEST(Trim, ConcurrentWithAllocation) {
+  const std::size_t ops = tenon_test::scaled(60000);
+  constexpr std::size_t kSlots = 512;
+  std::vector<std::atomic<void*>> slots(kSlots);
+  for (auto& s : slots) s.store(nullptr);
+  std::atomic<bool> stop{false};
+  std::atomic<unsigned> trims{0};
+  Failures failures;
+
+  // Huge blocks (3-6 MiB), stamped at both ends, go through the huge cache
+  // that trim flushes.
+  auto huge_round = [&](std::mt19937_64& rng, unsigned id, std::size_t i) {
+    std::size_t size = (std::size_t{3} << 20) + rng() % (std::size_t{3} << 20);
+    auto* p = static_cast<unsigned char*>(tenon_malloc(size));
+    if (!p) {
+      failures.add("huge tenon_malloc failed");
+      return;
+    }
+    std::uint64_t seed = (std::uint64_t{id} << 32) | i;
+    fill_pattern(p, 4096, seed);
+    fill_pattern(p + size - 4096, 4096, ~seed);
+    std::this_thread::yield();
+    if (first_pattern_mismatch(p, 4096, seed) != 4096 || first_pattern_mismatch(p + size - 4096, 4096, ~seed) != 4096)
+      failures.add("huge block changed while trim ran");
+    tenon_free(p);
+  };
+  auto worker = [&](unsigned id) {
+    std::mt19937_64 rng(40 + id);
+    for (std::size_t i = 0; i < ops && failures.count() == 0; ++i) {
+      if (i % 500 == 0) huge_round(rng, id, i);
+      void* b = make_block(rng, id, i, failures);
+      if (!b) break;
+      void* old = slots[rng() % kSlots].exchange(b, std::memory_order_acq_rel);
+      if (old) check_and_free(old, failures);
+    }
+  };
+  std::thread trimmer([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      int r = tenon_malloc_trim(0);
+      if (r != 0 && r != 1) failures.add("tenon_malloc_trim returned " + std::to_string(r));
+      ++trims;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < 3; ++t) pool.emplace_back(worker, t);
+  for (auto& t : pool) t.join();
+  stop = true;
+  trimmer.join();
+  for (auto& s : slots)
+    if (void* b = s.exchange(nullptr)) check_and_free(b, failures);
+  EXPECT_EQ(failures.count(), 0) << failures.first();
+  EXPECT_GT(trims.load(), 0u);
+}
+
+}  // namespace
