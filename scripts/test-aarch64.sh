@@ -34,13 +34,18 @@ cmake -S . -B build-aarch64 -G Ninja -DCMAKE_BUILD_TYPE=Release \
 cmake --build build-aarch64 -j"$jobs"
 
 export TENON_TEST_EMULATED=1
+# Tests whose RSS bounds measure qemu-user's own memory (it keeps state per
+# guest thread: 40,000 short threads grew it by ~11 GB) are left out until they
+# honour TENON_TEST_EMULATED; override with TENON_QEMU_EXCLUDE='' to run them.
+qemu_exclude=${TENON_QEMU_EXCLUDE-'^stress\.ThreadChurn\.(ShortThreadsKeepRssBounded|MainFreesBlocksOfExitedThreads|FreeOnlyThreads)$'}
+[ -n "$qemu_exclude" ] && echo "test-aarch64: left out under qemu: $qemu_exclude"
 status=0
 for page in 4096 65536; do
   exclude='preload|bench|freeze'
   [ "$page" = 65536 ] && exclude="$exclude|stress"
   echo "test-aarch64: running the tests under qemu-aarch64 with ${page}-byte pages (all but $exclude)"
   if QEMU_PAGESIZE=$page ctest --test-dir build-aarch64 --output-on-failure -j"$jobs" \
-       -LE "$exclude" --no-tests=ignore; then
+       -LE "$exclude" ${qemu_exclude:+-E "$qemu_exclude"} --no-tests=ignore; then
     echo "test-aarch64: pages=$page PASS"
   else
     echo "test-aarch64: pages=$page FAIL"
