@@ -52,6 +52,21 @@ class id_stack {
     }
   }
 
+  // Take the whole stack in one exchange (the tag is bumped, so a racing pop
+  // fails its CAS). Returns the top id; the rest follow through the links,
+  // which belong to the caller alone from now on.
+  std::uint32_t pop_all() {
+    TENON_LOCKED_SECTION(stack);
+    std::uint64_t old = head_.load(std::memory_order_relaxed);
+    while (static_cast<std::uint32_t>(old) != 0) {
+      TENON_INJECT_POINT("stack.pop_all");
+      if (head_.compare_exchange_weak(old, ((old >> 32) + 1) << 32, std::memory_order_acquire,
+                                      std::memory_order_relaxed))
+        return static_cast<std::uint32_t>(old);
+    }
+    return 0;
+  }
+
   bool empty() const { return static_cast<std::uint32_t>(head_.load(std::memory_order_relaxed)) == 0; }
 
  private:

@@ -34,12 +34,6 @@ void partial_push(span* s, stats* st) {
   if (retries && st) st->add(stat_retry_partial_stack, retries);
 }
 
-span* partial_pop(unsigned cls, stats* st) {
-  unsigned retries = 0;
-  std::uint32_t id = g_partial[cls].pop(&retries);
-  if (retries) st->add(stat_retry_partial_stack, retries);
-  return id ? span_from_id(id) : nullptr;
-}
 
 // ---------------------------------------------------------------- heap storage
 // Heaps live in one region reserved on first use and are never unmapped
@@ -160,14 +154,17 @@ void merge_free(span* s, block* chain, std::uint32_t count) {
   s->free = chain;
 }
 
-// Owner takes every remotely freed block in one exchange. Also clears a stale
-// kFull flag, which is right for a span that is not on the full list.
-bool collect(span* s) {
-  std::uint64_t w = s->remote.load(std::memory_order_relaxed);
-  if (!remote_word::head(w)) return false;
+// The owner takes every remotely freed block in one exchange. Also clears a
+// stale kFull flag, which is right for a span that is not on the full list.
+void take_remote(span* s) {
   TENON_INJECT_POINT("remote.collect");
-  w = s->remote.exchange(0, std::memory_order_acquire);
+  std::uint64_t w = s->remote.exchange(0, std::memory_order_acquire);
   merge_free(s, remote_word::head(w), remote_word::count(w));
+}
+
+bool collect(span* s) {
+  if (!remote_word::head(s->remote.load(std::memory_order_relaxed))) return false;
+  take_remote(s);
   return s->free != nullptr;
 }
 
@@ -183,6 +180,19 @@ void release_empty(heap* h, span* s) {
   s->owner.store(nullptr, std::memory_order_relaxed);
   s->state = span_state::detached;
   arena::release_span(s, &h->st);
+}
+
+// A span that just became empty (not on any list): keep it as the class's
+// spare if the class is one whose spans empty often and no spare is kept,
+// else give its slices back.
+void retire_empty(heap* h, class_lists& l, span* s) {
+  if (s->capacity <= kKeepEmptyMaxBlocks && !l.empty) {
+    s->state = span_state::avail;
+    s->low_mark = 1;
+    l.empty = s;
+    return;
+  }
+  release_empty(h, s);
 }
 
 void make_current(heap* h, unsigned cls, span* s) {
@@ -231,7 +241,7 @@ void scan_full(heap* h, unsigned cls) {
       collect(s);
       s->low_mark = 1;
       if (s->used == 0) {
-        release_empty(h, s);
+        retire_empty(h, l, s);
       } else {
         s->state = span_state::avail;
         list_push(&l.avail, s);
@@ -259,6 +269,53 @@ span* new_small_span(heap* h, unsigned cls) {
   return s;
 }
 
+// Take every unowned span of a class (one exchange) and make it ours: empty
+// ones go back, the others join our lists. Unowned spans only receive remote
+// frees onto their own lists; adopted one at a time from a LIFO stack, the
+// older ones were never reached again and never emptied (mstress, where each
+// round's threads exit, grew round after round). Owned again, their frees
+// reach us through the inbox and they empty and are released like any other.
+void absorb_partials(heap* h, unsigned cls) {
+  class_lists& l = h->lists[cls];
+  for (std::uint32_t id = g_partial[cls].pop_all(); id;) {
+    span* s = span_from_id(id);
+    id = s->stack_next.load(std::memory_order_relaxed);
+    TENON_INJECT_POINT("span.adopt");
+    s->owner.store(h, std::memory_order_release);  // see heap_free_other
+    h->st.add(stat_spans_adopted);
+    take_remote(s);
+    s->low_mark = 1;
+    if (s->used == 0) {
+      retire_empty(h, l, s);
+    } else if (s->free || s->carved < s->capacity) {
+      s->state = span_state::avail;
+      list_push(&l.avail, s);
+    } else {
+      // Nothing free right now: park it as full; the first remote free into
+      // it notifies us (a free that raced in already makes it avail).
+      std::uint64_t old = s->remote.exchange(remote_word::kFull, std::memory_order_acq_rel);
+      if (remote_word::head(old)) {
+        merge_free(s, remote_word::head(old), remote_word::count(old));
+        std::uint64_t expect = remote_word::kFull;
+        s->remote.compare_exchange_strong(expect, 0, std::memory_order_relaxed);
+        s->state = span_state::avail;
+        list_push(&l.avail, s);
+      } else {
+        s->state = span_state::full;
+        s->low_mark = s->used;
+        list_push(&l.full, s);
+        ++l.nfull;
+      }
+    }
+  }
+}
+
+// Before this heap takes fresh memory, absorb unowned spans of every class.
+void absorb_all_partials(heap* h) {
+  for (unsigned cls = 0; cls < kNumClasses; ++cls)
+    if (!g_partial[cls].empty()) absorb_partials(h, cls);
+}
+
 span* find_span(heap* h, unsigned cls) {
   class_lists& l = h->lists[cls];
   std::uint32_t notes = l.notify.load(std::memory_order_relaxed);
@@ -267,19 +324,21 @@ span* find_span(heap* h, unsigned cls) {
     list_unlink(&l.avail, s);
     return s;
   }
-  if (span* s = partial_pop(cls, &h->st)) {
-    TENON_INJECT_POINT("span.adopt");
-    s->owner.store(h, std::memory_order_release);  // see heap_free_other
-    h->st.add(stat_spans_adopted);
+  if (span* s = l.empty) {
+    l.empty = nullptr;
     return s;
   }
-  // Before taking fresh memory, take back whatever remote frees gave us.
-  if (notes) {
-    scan_full(h, cls);
-    if (span* s = l.avail) {
-      list_unlink(&l.avail, s);
-      return s;
-    }
+  // Before taking fresh memory: unowned spans (of every class), and whatever
+  // remote frees gave back to our full spans.
+  absorb_all_partials(h);
+  if (notes) scan_full(h, cls);
+  if (span* s = l.avail) {
+    list_unlink(&l.avail, s);
+    return s;
+  }
+  if (span* s = l.empty) {
+    l.empty = nullptr;
+    return s;
   }
   return new_small_span(h, cls);
 }
@@ -416,7 +475,8 @@ void heap_release(heap* h) {
         abandon(h, s);
         s = next;
       }
-    l.avail = l.full = nullptr;
+    if (l.empty) release_empty(h, l.empty);
+    l.avail = l.full = l.empty = nullptr;
     l.nfull = 0;
     l.notify.store(0, std::memory_order_relaxed);
   }
@@ -472,7 +532,7 @@ void heap_local_free_slow(heap* h, span* s) {
   } else {
     list_unlink(&l.avail, s);  // an avail span that just became empty
   }
-  release_empty(h, s);
+  retire_empty(h, l, s);
 }
 
 void heap_free_other(heap* h, span* s, void* p) {

@@ -28,6 +28,7 @@ namespace tenon {
 struct class_lists {
   span* avail = nullptr;
   span* full = nullptr;
+  span* empty = nullptr;  // one emptied span kept back (low-capacity classes only)
   std::uint32_t nfull = 0;
   std::atomic<std::uint32_t> notify{0};
 };

@@ -36,7 +36,16 @@ std::atomic<bool> g_parked{false};
 std::atomic<bool> g_victim_done{false};
 thread_local bool t_victim = false;
 
+// TENON_PROGRESS_TRACE=1 prints every point the victim passes (with
+// --point=none nothing parks): the way to see what the scenario reaches.
+bool g_trace = false;
+
 void park_hook(const char* point) {
+  if (t_victim && g_trace) {
+    ssize_t r = write(2, point, std::strlen(point));
+    r = write(2, "\n", 1);
+    (void)r;
+  }
   if (!t_victim || g_parked.load(std::memory_order_relaxed) || g_point != point) return;
   g_parked.store(true, std::memory_order_release);
   for (;;) pause();  // forever: the child process exits around this thread
@@ -82,7 +91,18 @@ void victim() {
   while (g_stage.load(std::memory_order_acquire) != 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 
   std::vector<void*> mine;
-  for (int i = 0; i < 6000; ++i) mine.push_back(tenon_malloc(i % 2 ? 64 : 1000));  // adopt, retire, take
+  for (int i = 0; i < 6000; ++i) mine.push_back(tenon_malloc(i % 2 ? 64 : 1000));  // absorb, retire, take
+  // Blocks of a thread that has exited: the frees go to unowned spans (remote.push).
+  std::vector<void*> leftover;
+  std::thread([&] {
+    for (int i = 0; i < 300; ++i) leftover.push_back(tenon_malloc(4000));
+  }).join();
+  for (void* p : leftover) tenon_free(p);
+  // A second victim thread attaches a recycled heap (stack.pop).
+  std::thread([] {
+    t_victim = true;
+    tenon_free(tenon_malloc(100));
+  }).join();
   // Remote frees into our spans, then allocate until they are collected.
   std::thread([&] {
     for (std::size_t i = 0; i < mine.size(); i += 2) tenon_free(mine[i]);
@@ -157,6 +177,7 @@ int run_child() {
   using clock = std::chrono::steady_clock;
   const char* env = std::getenv("TENON_PROGRESS_DEADLINE_S");
   const auto limit = std::chrono::seconds(env ? std::atoi(env) : 60);
+  g_trace = std::getenv("TENON_PROGRESS_TRACE") != nullptr;
   tenon_inject_set_hook(park_hook);
   // The watcher learns the victim is done only once its thread has fully
   // exited (its heap released), or never if it is parked.
@@ -165,10 +186,13 @@ int run_child() {
     g_victim_done.store(true);
   }).detach();
   auto deadline = clock::now() + limit;
+  // Main allocates first (it never allocates again, so it absorbs none of
+  // the pre-phase thread's spans: the victim must), then the pre-phase
+  // thread runs and exits, then main frees some of its blocks remotely.
   auto run_prephase = [] {
+    for (int i = 0; i < 500; ++i) g_mainkept.publish(tenon_malloc(48 + i % 200));
     std::thread(prephase).join();
     for (std::size_t i = 0; i < g_orphans.count.load(); ++i) tenon_free(g_orphans.blocks[i]);
-    for (int i = 0; i < 500; ++i) g_mainkept.publish(tenon_malloc(48 + i % 200));
     g_stage.store(2);
   };
   while (!g_parked.load()) {

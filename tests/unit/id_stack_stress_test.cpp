@@ -48,3 +48,34 @@ TEST(IdStack, ConcurrentPopPushKeepsEveryNode) {
 }
 
 }  // namespace
+
+namespace {
+
+// pop_all takes the whole stack while others pop and push: every node is
+// still accounted for exactly once at the end.
+TEST(IdStack, PopAllAgainstPopsAndPushes) {
+  tenon::id_stack<link> stack;
+  for (std::uint32_t id = 1; id <= kNodes; ++id) stack.push(id);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < kRounds / 4; ++r) {
+        if (t == 0) {
+          std::uint32_t ids[kNodes];
+          int n = 0;
+          for (std::uint32_t id = stack.pop_all(); id; id = g_links[id].load(std::memory_order_relaxed)) ids[n++] = id;
+          while (n > 0) stack.push(ids[--n]);
+        } else {
+          unsigned retries = 0;
+          if (std::uint32_t id = stack.pop(&retries)) stack.push(id);
+        }
+      }
+    });
+  for (auto& t : threads) t.join();
+  std::vector<int> seen(kNodes + 1, 0);
+  unsigned retries = 0;
+  while (std::uint32_t id = stack.pop(&retries)) ++seen[id];
+  for (std::uint32_t id = 1; id <= kNodes; ++id) EXPECT_EQ(seen[id], 1) << id;
+}
+
+}  // namespace

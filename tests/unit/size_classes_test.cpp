@@ -25,7 +25,10 @@ TEST(SizeClasses, FourPerPowerOfTwoAbove128) {
     if (kClasses.size[c] >= 128) EXPECT_EQ(kClasses.size[c + 4], 2 * kClasses.size[c]);
 }
 
-TEST(SizeClasses, SpansHoldAtLeastEightBlocks) {
-  for (unsigned c = 0; c < kNumClasses; ++c)
-    EXPECT_GE((std::size_t{kClasses.slices[c]} << kSliceShift) / kClasses.size[c], 8u);
+TEST(SizeClasses, SpansHoldTwoBlocksAndWasteAtMostAnEighth) {
+  for (unsigned c = 0; c < kNumClasses; ++c) {
+    std::size_t bytes = std::size_t{kClasses.slices[c]} << kSliceShift;
+    EXPECT_GE(bytes / kClasses.size[c], 2u) << kClasses.size[c];
+    EXPECT_LE((bytes % kClasses.size[c]) * 8, bytes) << kClasses.size[c];
+  }
 }
