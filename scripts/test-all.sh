@@ -22,6 +22,8 @@ export ASAN_OPTIONS="halt_on_error=1 abort_on_error=1 detect_leaks=1 strict_stri
 export UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1 ${UBSAN_OPTIONS:-}"
 
 bash scripts/install-deps.sh || exit 1
+# The peers and matplotlib, so that bench_smoke runs rather than skips.
+bash scripts/install-bench-deps.sh || exit 1
 
 build() { bash scripts/build.sh "$@"; }  # build DIR [cmake args...]
 run_ctest() {  # run_ctest DIR [ctest args...]
