@@ -63,6 +63,10 @@ constexpr std::size_t kHugeCacheMaxTotal = 96u << 20;
 // over ever more slices (glibc-thread formed each 1,000-1,500 times).
 constexpr unsigned kKeepEmptyMaxBlocks = 16;
 
+// A heap about to form a new span absorbs the unowned spans of that class,
+// and of every class once per this many times.
+constexpr unsigned kSweepEvery = 64;
+
 // Remote frees to one span are batched per freeing thread up to this many
 // blocks before they are handed over in one CAS.
 constexpr unsigned kRemoteBatchMax = 64;

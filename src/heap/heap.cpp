@@ -310,10 +310,17 @@ void absorb_partials(heap* h, unsigned cls) {
   }
 }
 
-// Before this heap takes fresh memory, absorb unowned spans of every class.
-void absorb_all_partials(heap* h) {
-  for (unsigned cls = 0; cls < kNumClasses; ++cls)
-    if (!g_partial[cls].empty()) absorb_partials(h, cls);
+// Before this heap takes fresh memory: the unowned spans of the class it
+// needs, and once every kSweepEvery times those of every class (so that a
+// class nobody allocates any more is still reclaimed). Sweeping every class
+// every time made each starting thread take all spans (mstress: 66,157
+// absorptions in 320 thread lifetimes, 1.5x glibc's time at 16 threads).
+void absorb_before_growing(heap* h, unsigned cls) {
+  if (!g_partial[cls].empty()) absorb_partials(h, cls);
+  if (++h->forms_since_sweep < kSweepEvery) return;
+  h->forms_since_sweep = 0;
+  for (unsigned c = 0; c < kNumClasses; ++c)
+    if (!g_partial[c].empty()) absorb_partials(h, c);
 }
 
 span* find_span(heap* h, unsigned cls) {
@@ -330,7 +337,7 @@ span* find_span(heap* h, unsigned cls) {
   }
   // Before taking fresh memory: unowned spans (of every class), and whatever
   // remote frees gave back to our full spans.
-  absorb_all_partials(h);
+  absorb_before_growing(h, cls);
   if (notes) scan_full(h, cls);
   if (span* s = l.avail) {
     list_unlink(&l.avail, s);

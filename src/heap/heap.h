@@ -55,6 +55,7 @@ struct heap {
   std::uint32_t out_pending = 0;  // bit i: out[i] holds blocks
   class_lists lists[kNumClasses];
   chunk* chunk_hint = nullptr;
+  std::uint32_t forms_since_sweep = 0;  // see absorb_before_growing
   std::atomic<std::uint32_t> stack_next{0};  // link on the free-heap stack
   std::uint32_t index = 0;                   // position in the heap region
   stats st;
