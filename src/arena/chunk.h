@@ -75,5 +75,10 @@ bool purge(bool force, stats* st);
 // Milliseconds on a coarse monotonic clock (cheap; slow paths only).
 std::uint32_t now_ms();
 
+// A layer above that keeps memory of its own for reuse (the huge cache)
+// registers a function the periodic purge pass also calls, so that what it
+// keeps is given back after the delay even if it is never used again.
+void set_purge_hook(void (*hook)());
+
 }  // namespace arena
 }  // namespace tenon

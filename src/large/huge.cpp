@@ -71,6 +71,7 @@ void evict_expired() {
 }
 
 bool cache_put(huge_header* h) {
+  arena::set_purge_hook(evict_expired);  // idempotent: cached blocks expire even if no huge call follows
   TENON_LOCKED_SECTION(huge);
   if (h->far || h->user != reinterpret_cast<char*>(h) + os::page_size() || h->capacity() > kHugeCacheMaxBlock)
     return false;
