@@ -62,8 +62,8 @@ heap* heap_region() {
 }
 
 // ---------------------------------------------------------------- thread exit hook
-// A pthread key whose destructor releases the heap. Created lazily without
-// pthread_once: racers each create a key, one CAS wins, losers delete theirs.
+// A pthread key whose destructor releases the heap. Created lazily with no
+// once-primitive: racers each create a key, one CAS wins, losers delete theirs.
 constexpr long kNoKey = -1;
 std::atomic<long> g_key{kNoKey};
 
@@ -202,10 +202,10 @@ void make_current(heap* h, unsigned cls, span* s) {
   h->current[cls] = s;
 }
 
-// The current span has nothing left: park it on the full list, flagged so
-// that the first remote free into it notifies us. Returns true instead if
-// remote frees arrived meanwhile (the span then stays current).
-bool retire_full(heap* h, unsigned cls, span* s) {
+// A span with no free block goes on the full list, its remote word flagged
+// so that the first remote free into it notifies us. Returns false instead if
+// remote frees had arrived (merged now: the span has blocks again).
+bool park_full(class_lists& l, span* s) {
   TENON_INJECT_POINT("span.retire");
   std::uint64_t old = s->remote.exchange(remote_word::kFull, std::memory_order_acq_rel);
   if (remote_word::head(old)) {
@@ -214,16 +214,25 @@ bool retire_full(heap* h, unsigned cls, span* s) {
     // costs one spurious notification, nothing more.
     std::uint64_t expect = remote_word::kFull;
     s->remote.compare_exchange_strong(expect, 0, std::memory_order_relaxed);
-    return true;
+    return false;
   }
-  s->used -= kCurrentBias;
   s->state = span_state::full;
   s->low_mark = s->used;  // the next local free (used - 1) reaches the slow path
-  class_lists& l = h->lists[cls];
   list_push(&l.full, s);
   ++l.nfull;
-  h->current[cls] = &g_empty_span;
-  return false;
+  return true;
+}
+
+// The current span has nothing left: park it as full. Returns true instead
+// if remote frees arrived meanwhile (the span then stays current).
+bool retire_full(heap* h, unsigned cls, span* s) {
+  s->used -= kCurrentBias;
+  if (park_full(h->lists[cls], s)) {
+    h->current[cls] = &g_empty_span;
+    return false;
+  }
+  s->used += kCurrentBias;
+  return true;
 }
 
 // Remote frees un-fulled some of our full spans: move those back to avail.
@@ -287,25 +296,9 @@ void absorb_partials(heap* h, unsigned cls) {
     s->low_mark = 1;
     if (s->used == 0) {
       retire_empty(h, l, s);
-    } else if (s->free || s->carved < s->capacity) {
+    } else if (s->free || s->carved < s->capacity || !park_full(l, s)) {
       s->state = span_state::avail;
       list_push(&l.avail, s);
-    } else {
-      // Nothing free right now: park it as full; the first remote free into
-      // it notifies us (a free that raced in already makes it avail).
-      std::uint64_t old = s->remote.exchange(remote_word::kFull, std::memory_order_acq_rel);
-      if (remote_word::head(old)) {
-        merge_free(s, remote_word::head(old), remote_word::count(old));
-        std::uint64_t expect = remote_word::kFull;
-        s->remote.compare_exchange_strong(expect, 0, std::memory_order_relaxed);
-        s->state = span_state::avail;
-        list_push(&l.avail, s);
-      } else {
-        s->state = span_state::full;
-        s->low_mark = s->used;
-        list_push(&l.full, s);
-        ++l.nfull;
-      }
     }
   }
 }
@@ -323,30 +316,28 @@ void absorb_before_growing(heap* h, unsigned cls) {
     if (!g_partial[c].empty()) absorb_partials(h, c);
 }
 
+// A span this heap already owns for the class: partly used ones first, then
+// the kept empty one.
+span* take_owned(class_lists& l) {
+  if (span* s = l.avail) {
+    list_unlink(&l.avail, s);
+    return s;
+  }
+  span* s = l.empty;
+  l.empty = nullptr;
+  return s;
+}
+
 span* find_span(heap* h, unsigned cls) {
   class_lists& l = h->lists[cls];
   std::uint32_t notes = l.notify.load(std::memory_order_relaxed);
   if (notes && notes >= 1 + l.nfull / 16) scan_full(h, cls);
-  if (span* s = l.avail) {
-    list_unlink(&l.avail, s);
-    return s;
-  }
-  if (span* s = l.empty) {
-    l.empty = nullptr;
-    return s;
-  }
-  // Before taking fresh memory: unowned spans (of every class), and whatever
-  // remote frees gave back to our full spans.
+  if (span* s = take_owned(l)) return s;
+  // Before taking fresh memory: unowned spans, and whatever remote frees
+  // gave back to our full spans.
   absorb_before_growing(h, cls);
   if (notes) scan_full(h, cls);
-  if (span* s = l.avail) {
-    list_unlink(&l.avail, s);
-    return s;
-  }
-  if (span* s = l.empty) {
-    l.empty = nullptr;
-    return s;
-  }
+  if (span* s = take_owned(l)) return s;
   return new_small_span(h, cls);
 }
 
