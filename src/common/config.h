@@ -70,8 +70,8 @@ constexpr unsigned kKeepEmptyMaxBlocks = 16;
 // and of every class once per this many times.
 constexpr unsigned kSweepEvery = 64;
 
-// Remote frees to one span are batched per freeing thread up to this many
-// blocks before they are handed over in one CAS.
+// Remote frees bound for one owner heap are gathered by the freeing thread
+// (in an outbox) up to this many blocks before they go to its inbox in one CAS.
 constexpr unsigned kRemoteBatchMax = 64;
 
 }  // namespace tenon

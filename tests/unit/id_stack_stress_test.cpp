@@ -19,6 +19,20 @@ struct link {
   std::atomic<std::uint32_t>& operator()(std::uint32_t id) const { return g_links[id]; }
 };
 
+using stack_t = tenon::id_stack<link>;
+
+void fill(stack_t& stack) {
+  for (std::uint32_t id = 1; id <= kNodes; ++id) stack.push(id);
+}
+
+// Drains the stack and checks every node was on it exactly once.
+void expect_every_node_once(stack_t& stack) {
+  std::vector<int> seen(kNodes + 1, 0);
+  unsigned retries = 0;
+  while (std::uint32_t id = stack.pop(&retries)) ++seen[id];
+  for (std::uint32_t id = 1; id <= kNodes; ++id) EXPECT_EQ(seen[id], 1) << id;
+}
+
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 constexpr int kRounds = 20000;
 #else
@@ -26,8 +40,8 @@ constexpr int kRounds = 200000;
 #endif
 
 TEST(IdStack, ConcurrentPopPushKeepsEveryNode) {
-  tenon::id_stack<link> stack;
-  for (std::uint32_t id = 1; id <= kNodes; ++id) stack.push(id);
+  stack_t stack;
+  fill(stack);
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&] {
@@ -41,21 +55,14 @@ TEST(IdStack, ConcurrentPopPushKeepsEveryNode) {
       }
     });
   for (auto& t : threads) t.join();
-  std::vector<int> seen(kNodes + 1, 0);
-  unsigned retries = 0;
-  while (std::uint32_t id = stack.pop(&retries)) ++seen[id];
-  for (std::uint32_t id = 1; id <= kNodes; ++id) EXPECT_EQ(seen[id], 1) << id;
+  expect_every_node_once(stack);
 }
-
-}  // namespace
-
-namespace {
 
 // pop_all takes the whole stack while others pop and push: every node is
 // still accounted for exactly once at the end.
 TEST(IdStack, PopAllAgainstPopsAndPushes) {
-  tenon::id_stack<link> stack;
-  for (std::uint32_t id = 1; id <= kNodes; ++id) stack.push(id);
+  stack_t stack;
+  fill(stack);
   std::vector<std::thread> threads;
   for (int t = 0; t < 3; ++t)
     threads.emplace_back([&, t] {
@@ -72,10 +79,7 @@ TEST(IdStack, PopAllAgainstPopsAndPushes) {
       }
     });
   for (auto& t : threads) t.join();
-  std::vector<int> seen(kNodes + 1, 0);
-  unsigned retries = 0;
-  while (std::uint32_t id = stack.pop(&retries)) ++seen[id];
-  for (std::uint32_t id = 1; id <= kNodes; ++id) EXPECT_EQ(seen[id], 1) << id;
+  expect_every_node_once(stack);
 }
 
 }  // namespace
