@@ -1,9 +1,15 @@
 // mass_pool_bench: create N small objects from T threads, link each to the
-// previous one of its thread, then release all of them; report creation time,
-// release time and peak RSS as a Markdown table on stdout.
+// previous one of its thread, then release all of them, then create them
+// again; report creation time, release time, re-creation time and peak RSS as
+// a Markdown table on stdout.
 //
 // Variants (each measured in its own child process, so peak RSS is its own):
 //   mass_pool     tenon::mass_pool<E>, released with one clear (O(blocks))
+//   mass_pool_dense  tenon::mass_pool<E>(tenon::dense_indices): indices
+//                 exactly 0 .. n-1, one shared fetch_add per element
+//   mass_pool_keep   mass_pool released with clear(tenon::keep_memory): the
+//                 blocks stay mapped for the next fill, as malloc keeps freed
+//                 memory in its arenas
 //   atomic_slots  one global atomic counter handing out slots of one
 //                 preallocated region: the simple design whose shared
 //                 fetch_add is the bottleneck mass_pool avoids
@@ -74,6 +80,7 @@ std::uint64_t share(std::uint64_t n, unsigned threads, unsigned t) {
 
 struct Result {
   double create_s = 0, release_s = 0;
+  double recreate_s = 0;  // the second creation, after the release
   std::uint64_t check = 0;  // elements found again after creation
   double rss_after_mib = 0;  // resident set right after the release
 };
@@ -89,18 +96,28 @@ double current_rss_mib() {
 }
 
 template <std::size_t S>
-Result bench_pool(std::uint64_t n, unsigned threads) {
+Result bench_pool(std::uint64_t n, unsigned threads, bool dense, bool keep) {
   using E = Elem<S>;
-  auto pool = std::make_unique<tenon::mass_pool<E>>();
+  auto pool = dense ? std::make_unique<tenon::mass_pool<E>>(tenon::dense_indices)
+                    : std::make_unique<tenon::mass_pool<E>>();
+  auto fill = [&] {
+    return run_threads(threads, [&](unsigned t) {
+      std::uint64_t prev = TENON_POOL_NO_INDEX;
+      for (std::uint64_t i = share(n, threads, t); i > 0; --i) prev = pool->emplace(prev, i).index;
+    });
+  };
   Result r;
-  r.create_s = run_threads(threads, [&](unsigned t) {
-    std::uint64_t prev = TENON_POOL_NO_INDEX;
-    for (std::uint64_t i = share(n, threads, t); i > 0; --i) prev = pool->emplace(prev, i).index;
-  });
+  r.create_s = fill();
   r.check = pool->size();
   const auto t0 = clock_type::now();
-  pool.reset();  // runs clear(): every block back to the OS
+  if (keep)
+    pool->clear(tenon::keep_memory);  // blocks stay mapped for the next fill
+  else
+    pool->clear();  // every block back to the OS
   r.release_s = seconds_since(t0);
+  r.rss_after_mib = current_rss_mib();
+  r.recreate_s = fill();
+  if (pool->size() != r.check) r.check = 0;
   return r;
 }
 
@@ -110,23 +127,30 @@ Result bench_atomic_slots(std::uint64_t n, unsigned threads) {
   // Preallocated (lazily committed, huge-page advised) like the pool's blocks,
   // so the only difference is one shared counter bumped per element.
   const std::size_t bytes = n * sizeof(E);
-  char* base = static_cast<char*>(tenon_pool_reserve_block(bytes, 1));
-  if (!base) std::abort();
   alignas(64) static std::atomic<std::uint64_t> next{0};
-  next = 0;
+  char* base = nullptr;
+  auto fill = [&] {
+    base = static_cast<char*>(tenon_pool_reserve_block(bytes, 1));
+    if (!base) std::abort();
+    next = 0;
+    return run_threads(threads, [&](unsigned t) {
+      std::uint64_t prev = ~0ull;
+      for (std::uint64_t i = share(n, threads, t); i > 0; --i) {
+        const std::uint64_t k = next.fetch_add(1, std::memory_order_relaxed);
+        ::new (base + k * sizeof(E)) E(prev, i);
+        prev = k;
+      }
+    });
+  };
   Result r;
-  r.create_s = run_threads(threads, [&](unsigned t) {
-    std::uint64_t prev = ~0ull;
-    for (std::uint64_t i = share(n, threads, t); i > 0; --i) {
-      const std::uint64_t k = next.fetch_add(1, std::memory_order_relaxed);
-      ::new (base + k * sizeof(E)) E(prev, i);
-      prev = k;
-    }
-  });
+  r.create_s = fill();
   r.check = next.load();
   const auto t0 = clock_type::now();
   tenon_pool_release_block(base, bytes);
   r.release_s = seconds_since(t0);
+  r.rss_after_mib = current_rss_mib();
+  r.recreate_s = fill();
+  tenon_pool_release_block(base, bytes);
   return r;
 }
 
@@ -135,30 +159,42 @@ Result bench_new(std::uint64_t n, unsigned threads) {
   using E = Elem<S>;
   std::vector<E*> heads(threads, nullptr);
   std::vector<std::uint64_t> freed(threads, 0);
+  auto create = [&] {
+    return run_threads(threads, [&](unsigned t) {
+      E* head = nullptr;
+      for (std::uint64_t i = share(n, threads, t); i > 0; --i)
+        head = new E(reinterpret_cast<std::uint64_t>(head), i);
+      heads[t] = head;
+    });
+  };
+  auto release = [&] {
+    return run_threads(threads, [&](unsigned t) {
+      std::uint64_t k = 0;
+      for (E* e = heads[t]; e;) {
+        E* next = reinterpret_cast<E*>(e->link);
+        delete e;
+        e = next;
+        ++k;
+      }
+      freed[t] = k;
+    });
+  };
   Result r;
-  r.create_s = run_threads(threads, [&](unsigned t) {
-    E* head = nullptr;
-    for (std::uint64_t i = share(n, threads, t); i > 0; --i)
-      head = new E(reinterpret_cast<std::uint64_t>(head), i);
-    heads[t] = head;
-  });
-  r.release_s = run_threads(threads, [&](unsigned t) {
-    std::uint64_t k = 0;
-    for (E* e = heads[t]; e;) {
-      E* next = reinterpret_cast<E*>(e->link);
-      delete e;
-      e = next;
-      ++k;
-    }
-    freed[t] = k;
-  });
+  r.create_s = create();
+  r.release_s = release();
   for (auto f : freed) r.check += f;
+  r.rss_after_mib = current_rss_mib();
+  r.recreate_s = create();
+  release();
   return r;
 }
 
 Result run_variant(const std::string& v, std::size_t size, std::uint64_t n, unsigned threads) {
   const bool s16 = size == 16;
-  if (v == "mass_pool") return s16 ? bench_pool<16>(n, threads) : bench_pool<64>(n, threads);
+  if (v.rfind("mass_pool", 0) == 0) {
+    const bool dense = v == "mass_pool_dense", keep = v == "mass_pool_keep";
+    return s16 ? bench_pool<16>(n, threads, dense, keep) : bench_pool<64>(n, threads, dense, keep);
+  }
   if (v == "atomic_slots")
     return s16 ? bench_atomic_slots<16>(n, threads) : bench_atomic_slots<64>(n, threads);
   return s16 ? bench_new<16>(n, threads) : bench_new<64>(n, threads);
@@ -205,8 +241,8 @@ Row run_child(const std::string& variant, std::size_t size, std::uint64_t n, uns
   row.peak_mib = double(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
   unsigned long long check = 0;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
-      std::sscanf(out.c_str(), "RESULT %lf %lf %llu %lf", &row.r.create_s, &row.r.release_s, &check,
-                  &row.r.rss_after_mib) == 4) {
+      std::sscanf(out.c_str(), "RESULT %lf %lf %llu %lf %lf", &row.r.create_s, &row.r.release_s,
+                  &check, &row.r.rss_after_mib, &row.r.recreate_s) == 5) {
     row.r.check = check;
     row.ok = check == n;
     if (!row.ok) row.note = "wrong element count " + std::to_string(check);
@@ -226,6 +262,7 @@ std::uint64_t parse_count(const char* s) {
 
 std::string ratio(double r) {
   char buf[32];
+  if (!(r < 1e9)) return "-";  // a time below the clock's resolution
   std::snprintf(buf, sizeof buf, r >= 10 ? "%.0fx" : "%.2fx", r);
   return buf;
 }
@@ -268,8 +305,8 @@ int main(int argc, char** argv) {
   if (argc == 6 && std::strcmp(argv[1], "--child") == 0) {
     const Result r = run_variant(argv[2], std::strtoul(argv[3], nullptr, 10),
                                  std::strtoull(argv[4], nullptr, 10), unsigned(std::strtoul(argv[5], nullptr, 10)));
-    std::printf("RESULT %.6f %.6f %llu %.1f\n", r.create_s, r.release_s, (unsigned long long)r.check,
-                current_rss_mib());
+    std::printf("RESULT %.9f %.9f %llu %.1f %.9f\n", r.create_s, r.release_s,
+                (unsigned long long)r.check, r.rss_after_mib, r.recreate_s);
     return 0;
   }
   std::uint64_t n = 80'000'000;
@@ -332,13 +369,15 @@ int main(int argc, char** argv) {
     std::printf("Warmed %.2f GiB of memory first in %.2f s (--no-warm skips this).\n\n",
                 double(biggest) / (1u << 30), w);
   }
-  std::printf("| variant | elem B | create s | release s | peak RSS MiB | peak RSS / elem bytes | "
-              "RSS after release MiB | create vs new_glibc | release vs new_glibc |\n");
-  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("| variant | elem B | create s | release s | re-create s | peak RSS MiB | "
+              "peak RSS / elem bytes | RSS after release MiB | create vs new_glibc | "
+              "release vs new_glibc | re-create vs new_glibc |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   bool all_ok = true;
   for (auto size : sizes) {
     std::vector<Row> rows;
-    for (const char* v : {"new_glibc", "new_tenon", "atomic_slots", "mass_pool"}) {
+    for (const char* v : {"new_glibc", "new_tenon", "atomic_slots", "mass_pool", "mass_pool_dense",
+                          "mass_pool_keep"}) {
       if (std::string(v) == "new_tenon" && !have_tenon) {
         Row skipped;
         skipped.variant = v;
@@ -355,24 +394,27 @@ int main(int argc, char** argv) {
     const double elem_mib = double(n) * double(size) / (1024.0 * 1024.0);
     for (const Row& row : rows) {
       if (!row.ok) {
-        std::printf("| %s | %zu | - | - | - | - | - | - | - | %s\n", row.variant.c_str(), size,
-                    row.note.c_str());
+        std::printf("| %s | %zu | - | - | - | - | - | - | - | - | - | %s\n", row.variant.c_str(),
+                    size, row.note.c_str());
         continue;
       }
-      std::printf("| %s | %zu | %.3f | %.4f | %.1f | %.3f | %.1f |", row.variant.c_str(), size,
-                  row.r.create_s, row.r.release_s, row.peak_mib, row.peak_mib / elem_mib,
-                  row.r.rss_after_mib);
+      std::printf("| %s | %zu | %.3f | %.5f | %.3f | %.1f | %.3f | %.1f |", row.variant.c_str(), size,
+                  row.r.create_s, row.r.release_s, row.r.recreate_s, row.peak_mib,
+                  row.peak_mib / elem_mib, row.r.rss_after_mib);
       if (glibc.ok)
-        std::printf(" %.2fx | %s |\n", glibc.r.create_s / row.r.create_s,
-                    ratio(glibc.r.release_s / row.r.release_s).c_str());
+        std::printf(" %.2fx | %s | %.2fx |\n", glibc.r.create_s / row.r.create_s,
+                    ratio(glibc.r.release_s / row.r.release_s).c_str(),
+                    glibc.r.recreate_s / row.r.recreate_s);
       else
-        std::printf(" - | - |\n");
+        std::printf(" - | - | - |\n");
     }
   }
   std::printf("\nPeak RSS is the child process's whole maximum resident set (program and\n"
               "libraries included); elem bytes = elements x element size. new_* rows link\n"
               "objects through their own pointers, so they need no extra pointer array.\n"
               "Release times include giving the memory back to the OS where the variant\n"
-              "does (see RSS after release); glibc keeps freed memory in its arenas.\n");
+              "does (see RSS after release); glibc and tenon keep freed memory in their\n"
+              "arenas, and so does mass_pool_keep. Re-create is a second creation right\n"
+              "after the release, where kept memory saves the page faults.\n");
   return all_ok ? 0 : 1;
 }

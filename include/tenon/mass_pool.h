@@ -38,6 +38,16 @@ TENON_API tenon_pool* tenon_pool_new(size_t elem_size, size_t align);
  * (0 picks the default: about 2 MiB per block). block_shift <= 24. */
 TENON_API tenon_pool* tenon_pool_new_shift(size_t elem_size, size_t align, unsigned block_shift);
 
+/* Flags for tenon_pool_new_ex. */
+#define TENON_POOL_DENSE 1u /* indices exactly 0 .. size-1 under any concurrency;
+                               one shared atomic increment per slot (slower with
+                               many threads, see docs/mass_pool.md) */
+
+/* Like tenon_pool_new_shift, with flags (0 or TENON_POOL_DENSE); unknown
+ * flags give NULL with EINVAL. */
+TENON_API tenon_pool* tenon_pool_new_ex(size_t elem_size, size_t align, unsigned block_shift,
+                                        unsigned flags);
+
 /* A slot for one element (uninitialised memory on first use, stride bytes),
  * and its index in *index_out (may be NULL). Lock-free.
  * Returns NULL with errno EOVERFLOW when the pool already holds its maximum
@@ -56,6 +66,11 @@ TENON_API size_t tenon_pool_size(const tenon_pool* pool);
 /* Release every slot; the pool is empty and reusable. O(blocks). */
 TENON_API void tenon_pool_clear(tenon_pool* pool);
 
+/* Like tenon_pool_clear, but the blocks stay mapped and resident for the
+ * next fill (no page faults then); they go back to the OS at the next
+ * tenon_pool_clear or tenon_pool_free. Reused slots hold old bytes. */
+TENON_API void tenon_pool_clear_keep_memory(tenon_pool* pool);
+
 /* Release every slot and the pool itself. NULL is ignored. */
 TENON_API void tenon_pool_free(tenon_pool* pool);
 
@@ -72,6 +87,8 @@ TENON_API int tenon_pool_set_max_elements(tenon_pool* pool, uint64_t max_element
  * NULL on failure. */
 TENON_API void* tenon_pool_reserve_block(size_t bytes, int huge);
 TENON_API void tenon_pool_release_block(void* p, size_t bytes);
+/* Fault a reserved block in ahead of use, contents unchanged (best effort). */
+TENON_API void tenon_pool_prefault_block(void* p, size_t bytes);
 
 /* A small number unique to the calling thread's first call, handed out in
  * order (0, 1, 2, ...); the pool maps it to a lane. */

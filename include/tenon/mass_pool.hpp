@@ -75,6 +75,9 @@ inline void pool_step(const char* name) noexcept {
 // refilling thread installs it by CAS. If two threads race to refill the same
 // lane, the loser pushes its block onto a lock-free spare stack, where the
 // next refill anywhere finds it. Nobody ever waits for anybody.
+//
+// Dense mode (tenon::dense_indices) uses lane 0 only, claims with fetch_add
+// and numbers blocks by succession: exact density, shared contention.
 class pool_core {
  public:
   static constexpr unsigned kLanes = 64;
@@ -87,9 +90,10 @@ class pool_core {
 
   // Returns false (errno-free) on bad arguments or when the directory cannot
   // be reserved; the object is then unusable.
-  bool init(std::size_t elem_size, std::size_t align, unsigned shift) noexcept {
+  bool init(std::size_t elem_size, std::size_t align, unsigned shift, bool dense = false) noexcept {
     if (elem_size == 0 || align == 0 || (align & (align - 1)) || align > 4096 || shift > 24)
       return false;
+    dense_ = dense;
     stride_ = (elem_size + align - 1) & ~(align - 1);
     if (shift == 0) shift = default_shift(stride_);
     shift_ = shift;
@@ -127,17 +131,29 @@ class pool_core {
     dir_ = nullptr;
   }
 
-  // Releases every block; the pool is empty and reusable. O(blocks).
-  // Not concurrent with anything.
-  void reset() noexcept {
-    const std::uint64_t claimed = std::min<std::uint64_t>(next_block_.load(std::memory_order_acquire), nblocks_);
-    for (std::uint64_t k = 0; k < claimed; ++k) dir_[k].store(nullptr, std::memory_order_relaxed);
-    // One munmap per segment (up to 32 blocks of 2 MiB): the kernel's fixed
-    // cost per call (VMA surgery, TLB shootdown) is paid 32 times less.
-    const std::uint64_t segments = (claimed + (1u << seg_shift_) - 1) >> seg_shift_;
-    for (std::uint64_t s = 0; s < segments; ++s) {
-      if (char* seg = seg_[s].load(std::memory_order_relaxed)) tenon_pool_release_block(seg, seg_bytes_);
-      seg_[s].store(nullptr, std::memory_order_relaxed);
+  // Empties the pool; indices start at 0 again. O(blocks). Not concurrent
+  // with anything. Gives every block back to the OS, or with keep_memory
+  // keeps them mapped (and their pages resident) for the next fill, which
+  // then finds block k's memory already in the directory and faults nothing.
+  void reset(bool keep_memory = false) noexcept {
+    // Blocks that may have memory: those used now, one more (dense mode may
+    // have mapped the next block ahead), and any kept by earlier fills.
+    const std::uint64_t mapped = std::max<std::uint64_t>(
+        kept_blocks_, std::min<std::uint64_t>(blocks_in_use() + 1, dir_entries_));
+    if (keep_memory) {
+      for (std::uint64_t k = 0; k < mapped; ++k)  // drop spare marks, keep bases
+        dir_[k].store(untag(dir_[k].load(std::memory_order_relaxed)), std::memory_order_relaxed);
+      kept_blocks_ = mapped;
+    } else {
+      for (std::uint64_t k = 0; k < mapped; ++k) dir_[k].store(nullptr, std::memory_order_relaxed);
+      // One munmap per segment (up to 32 blocks of 2 MiB): the kernel's fixed
+      // cost per call (VMA surgery, TLB shootdown) is paid 32 times less.
+      const std::uint64_t segments = (mapped + (1u << seg_shift_) - 1) >> seg_shift_;
+      for (std::uint64_t s = 0; s < segments; ++s) {
+        if (char* seg = seg_[s].load(std::memory_order_relaxed)) tenon_pool_release_block(seg, seg_bytes_);
+        seg_[s].store(nullptr, std::memory_order_relaxed);
+      }
+      kept_blocks_ = 0;
     }
     next_block_.store(0, std::memory_order_relaxed);
     spare_slots_.store(0, std::memory_order_relaxed);
@@ -148,7 +164,7 @@ class pool_core {
   // Test hook (and C API): lower the element limit. Only on an empty pool.
   bool set_limit(std::uint64_t max_elements) noexcept {
     if (max_elements == 0 || max_elements > TENON_POOL_MAX_ELEMENTS) return false;
-    if (next_block_.load(std::memory_order_relaxed) != 0) return false;
+    if (blocks_in_use() != 0) return false;
     limit_ = max_elements;
     nblocks_ = std::uint32_t((max_elements + block_elems_ - 1) >> shift_);
     return true;
@@ -157,6 +173,7 @@ class pool_core {
   // One slot and its index; lock-free. The fast path is a load and a CAS on
   // the calling thread's own lane.
   claim acquire() noexcept {
+    if (dense_) return acquire_dense();
     lane& l = lanes_[this_thread_lane_seed() & (kLanes - 1)];
     std::uint64_t w = l.word.load(std::memory_order_relaxed);
     for (;;) {
@@ -213,8 +230,7 @@ class pool_core {
       if ((w >> 32) != 0) partial[np++] = w - (std::uint64_t{1} << 32);
     }
     std::sort(partial, partial + np);
-    const std::uint64_t claimed =
-        std::min<std::uint64_t>(next_block_.load(std::memory_order_acquire), nblocks_);
+    const std::uint64_t claimed = blocks_in_use();
     unsigned p = 0;
     for (std::uint64_t k = 0; k < claimed; ++k) {
       std::uint32_t filled = block_end(std::uint32_t(k));
@@ -227,10 +243,17 @@ class pool_core {
 
   // One past the highest index that was claimed (as a block), capped at the limit.
   std::uint64_t frontier() const noexcept {
-    const std::uint64_t claimed =
-        std::min<std::uint64_t>(next_block_.load(std::memory_order_acquire), nblocks_);
-    return std::min<std::uint64_t>(claimed << shift_, limit_);
+    return std::min<std::uint64_t>(blocks_in_use() << shift_, limit_);
   }
+  // Blocks numbered below this have been handed to a lane (capped at the
+  // limit). Dense mode numbers blocks by succession on its one lane, so there
+  // the lane word itself says how far it got.
+  std::uint64_t blocks_in_use() const noexcept {
+    const std::uint64_t n = dense_ ? lanes_[0].word.load(std::memory_order_acquire) >> 32
+                                   : next_block_.load(std::memory_order_acquire);
+    return std::min<std::uint64_t>(n, nblocks_);
+  }
+  bool dense() const noexcept { return dense_; }
   // Slots of block k that are inside the limit (block_elems_ except for the last block).
   std::uint32_t block_end(std::uint32_t k) const noexcept {
     const std::uint64_t first = std::uint64_t{k} << shift_;
@@ -352,6 +375,73 @@ class pool_core {
     return {base, k << shift_, ok};
   }
 
+  // Dense mode: every thread claims from lane 0 with one fetch_add, and the
+  // block after block k is always k + 1, so the indices handed out are
+  // exactly 0 .. n-1 at any moment no emplace is running. The price is one
+  // read-modify-write per element on a line every thread writes (what the
+  // default lanes avoid); see docs/mass_pool.md for when that is worth it.
+  claim acquire_dense() noexcept {
+    lane& l = lanes_[0];
+    for (;;) {
+      // Acquire pairs with the release CAS that installed the block (the
+      // fetch_adds in between continue its release sequence).
+      const std::uint64_t w = l.word.fetch_add(1, std::memory_order_acquire);
+      if (has_room(w)) {
+        const std::uint32_t k = std::uint32_t(w >> 32) - 1;
+        const std::uint32_t used = std::uint32_t(w);
+        // Exactly one thread takes the middle slot; it maps and faults in the
+        // next block while the others keep claiming, so they do not all fault
+        // the same fresh page at once when the block turns over.
+        if (used == block_elems_ / 2) prepare_next_dense(k + 1);
+        return {dir_[k].load(std::memory_order_relaxed) + std::size_t{used} * stride_,
+                (k << shift_) | used, ok};
+      }
+      claim c = refill_dense(l, w + 1);
+      if (c.status != retry) return c;
+    }
+  }
+
+  // Maps block nb (if it has no memory yet) and publishes it in the
+  // directory. Every thread computes the same address for a block (its slice
+  // of its segment), so racing publishers store the same value.
+  char* publish_block(std::uint32_t nb) noexcept {
+    char* base = dir_[nb].load(std::memory_order_acquire);
+    if (base) return base;
+    base = block_memory(nb);
+    if (base) dir_[nb].store(base, std::memory_order_release);
+    return base;
+  }
+
+  __attribute__((noinline)) void prepare_next_dense(std::uint32_t nb) noexcept {
+    if (nb >= nblocks_) return;
+    pool_step("pool.dense.prefault");
+    if (char* base = publish_block(nb)) tenon_pool_prefault_block(base, block_bytes_);
+  }
+
+  // The lane's block is used up (w: the word after our fetch_add). Install
+  // block k + 1 by CAS; a failed CAS means another thread claimed a slot or
+  // installed the block, so this loop only retries after others' progress.
+  __attribute__((noinline)) claim refill_dense(lane& l, std::uint64_t w) noexcept {
+    const std::uint64_t gen = w >> 32;  // block number + 1 of the used-up block
+    const std::uint32_t nb = std::uint32_t(gen);  // the block that follows it
+    int status = ok;
+    char* base = nullptr;
+    if (nb >= nblocks_)
+      status = full;
+    else if (!(base = publish_block(nb)))
+      status = no_memory;
+    pool_step("pool.dense.install");
+    const std::uint64_t fresh = status == ok ? (std::uint64_t{nb + 1} << 32) | 1u
+                                             : (gen << 32) | block_elems_;  // undo our overshoot
+    for (;;) {
+      if ((w >> 32) != gen) return {nullptr, TENON_POOL_NO_INDEX, retry};  // someone installed
+      if (status != ok && std::uint32_t(w) == block_elems_) break;  // already reset
+      if (l.word.compare_exchange_weak(w, fresh, std::memory_order_acq_rel, std::memory_order_relaxed)) break;
+    }
+    if (status != ok) return {nullptr, TENON_POOL_NO_INDEX, status};
+    return {base, nb << shift_, ok};
+  }
+
   // Block k's memory: its slice of segment k >> seg_shift_. A segment is
   // reserved (lazily committed address space) by the first block that needs
   // it and installed by CAS; a thread that loses that race gives its
@@ -405,6 +495,8 @@ class pool_core {
   std::uint32_t block_elems_ = 0;
   std::uint32_t nblocks_ = 0;  // blocks that start below limit_
   std::uint32_t dir_entries_ = 0;
+  bool dense_ = false;  // one shared lane, blocks in succession: exact density
+  std::uint64_t kept_blocks_ = 0;  // blocks whose memory reset(keep_memory) kept
   // Written once per block.
   alignas(64) std::atomic<std::uint64_t> next_block_{0};
   alignas(64) std::atomic<std::uint64_t> spare_head_{0};
@@ -421,6 +513,19 @@ class pool_core {
 
 }  // namespace detail
 
+// Tag for mass_pool's exact-density constructor: mass_pool<T> p(tenon::dense_indices);
+struct dense_indices_t {
+  explicit dense_indices_t() = default;
+};
+inline constexpr dense_indices_t dense_indices{};
+
+// Tag for mass_pool::clear(tenon::keep_memory): empty the pool but keep its
+// blocks mapped for the next fill.
+struct keep_memory_t {
+  explicit keep_memory_t() = default;
+};
+inline constexpr keep_memory_t keep_memory{};
+
 // A pool of T with a 32-bit index per element. See docs/mass_pool.md for the
 // exact guarantees; in short:
 //  - emplace() is lock-free and may run on any number of threads at once;
@@ -431,6 +536,8 @@ class pool_core {
 //    block: with one emplacing thread they are exactly 0 .. size()-1. The
 //    iterators skip those tails: they visit every element once, in index
 //    order, and (it - begin()) is the element's rank, it.index() its index.
+//  - mass_pool<T>(tenon::dense_indices) makes indices exactly 0 .. size()-1
+//    under any concurrency, for one shared atomic increment per element.
 template <class T>
 class mass_pool {
   static_assert(!std::is_reference_v<T> && !std::is_const_v<T>, "mass_pool<T>: T must be an object type");
@@ -459,10 +566,11 @@ class mass_pool {
   // block_shift: 2^block_shift elements per block (1 .. 24); 0 picks the
   // smallest power of two giving at least 2 MiB. A shift above 24 throws
   // std::invalid_argument; no address space for the directory, bad_alloc.
-  explicit mass_pool(unsigned block_shift = 0) {
-    if (!core_.init(sizeof(T), alignof(T), block_shift))
-      fail(block_shift > 24 ? kInvalid : int(detail::pool_core::no_memory));
-  }
+  explicit mass_pool(unsigned block_shift = 0) : mass_pool(block_shift, false) {}
+  // Exact density: indices are always 0 .. size()-1, whatever the threads
+  // do, at the cost of one shared atomic increment per element (see
+  // docs/mass_pool.md, "Choosing dense indices").
+  explicit mass_pool(dense_indices_t, unsigned block_shift = 0) : mass_pool(block_shift, true) {}
   mass_pool(const mass_pool&) = delete;
   mass_pool& operator=(const mass_pool&) = delete;
   ~mass_pool() {
@@ -505,6 +613,8 @@ class mass_pool {
   // index): size arrays indexed by element index with this.
   std::uint64_t index_bound() const noexcept { return core_.frontier(); }
   std::uint32_t block_elements() const noexcept { return core_.block_elements(); }
+  // True when built with tenon::dense_indices.
+  bool dense() const noexcept { return core_.dense(); }
   // Statistics: how often two threads raced to refill the same lane (the
   // loser's block went to the spare stack). Not reset by clear().
   std::uint64_t refill_races() const noexcept { return core_.refill_races(); }
@@ -514,6 +624,15 @@ class mass_pool {
   void clear() noexcept {
     destroy_elements();
     core_.reset();
+    segs_.clear();
+  }
+  // The same, but the blocks stay mapped (and resident) for the next fill,
+  // like std::vector::clear keeping its capacity: for programs that rebuild
+  // the pool again and again, the refill then costs no page faults. The
+  // memory goes back to the OS at the next clear() or destruction.
+  void clear(keep_memory_t) noexcept {
+    destroy_elements();
+    core_.reset(true);
     segs_.clear();
   }
 
@@ -660,6 +779,11 @@ class mass_pool {
                            ? "tenon::mass_pool: more than 2^32-1 elements (or the test limit)"
                            : "tenon::mass_pool: out of memory");
 #endif
+  }
+
+  mass_pool(unsigned block_shift, bool dense) {
+    if (!core_.init(sizeof(T), alignof(T), block_shift, dense))
+      fail(block_shift > 24 ? kInvalid : int(detail::pool_core::no_memory));
   }
 
   detail::pool_core core_;

@@ -35,4 +35,9 @@ bool move_to(void* p, std::size_t old_size, std::size_t new_size, void* dest);
 // Ask for transparent huge pages on a range (best effort).
 void advise_huge(void* p, std::size_t size);
 
+// Fault a range in, writable, without changing its contents
+// (MADV_POPULATE_WRITE, Linux 5.14+). Best effort: false if the kernel is
+// older or out of memory; the pages then fault in on first touch as usual.
+bool populate(void* p, std::size_t size);
+
 }  // namespace tenon::os

@@ -87,6 +87,16 @@ bool move_to(void* p, std::size_t old_size, std::size_t new_size, void* dest) {
   return r != MAP_FAILED;
 }
 
+bool populate(void* p, std::size_t size) {
+#ifndef MADV_POPULATE_WRITE
+  constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14; older headers lack it
+#endif
+  int saved = errno;
+  bool ok = madvise(p, size, MADV_POPULATE_WRITE) == 0;
+  errno = saved;
+  return ok;
+}
+
 void advise_huge(void* p, std::size_t size) {
 #ifdef MADV_HUGEPAGE
   int saved = errno;

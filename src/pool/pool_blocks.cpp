@@ -35,6 +35,10 @@ void tenon_pool_release_block(void* p, size_t bytes) {
   tenon::os::release(p, (bytes + page - 1) & ~(page - 1));
 }
 
+void tenon_pool_prefault_block(void* p, size_t bytes) {
+  if (p && bytes) tenon::os::populate(p, bytes);
+}
+
 uint32_t tenon_pool_thread_ordinal(void) {
   // Relaxed: only uniqueness matters, and one RMW per thread's first use.
   return g_next_thread_ordinal.fetch_add(1, std::memory_order_relaxed);

@@ -16,9 +16,9 @@ struct tenon_pool {
 
 extern "C" {
 
-tenon_pool* tenon_pool_new_shift(size_t elem_size, size_t align, unsigned block_shift) {
+tenon_pool* tenon_pool_new_ex(size_t elem_size, size_t align, unsigned block_shift, unsigned flags) {
   if (elem_size == 0 || align == 0 || (align & (align - 1)) || align > 4096 || block_shift > 24 ||
-      elem_size > (size_t{1} << 32)) {
+      elem_size > (size_t{1} << 32) || (flags & ~TENON_POOL_DENSE)) {
     errno = EINVAL;
     return nullptr;
   }
@@ -28,7 +28,7 @@ tenon_pool* tenon_pool_new_shift(size_t elem_size, size_t align, unsigned block_
     return nullptr;
   }
   auto* pool = ::new (mem) tenon_pool{};
-  if (!pool->core.init(elem_size, align, block_shift)) {
+  if (!pool->core.init(elem_size, align, block_shift, (flags & TENON_POOL_DENSE) != 0)) {
     tenon_pool_release_block(mem, sizeof(tenon_pool));
     errno = ENOMEM;
     return nullptr;
@@ -36,8 +36,12 @@ tenon_pool* tenon_pool_new_shift(size_t elem_size, size_t align, unsigned block_
   return pool;
 }
 
+tenon_pool* tenon_pool_new_shift(size_t elem_size, size_t align, unsigned block_shift) {
+  return tenon_pool_new_ex(elem_size, align, block_shift, 0);
+}
+
 tenon_pool* tenon_pool_new(size_t elem_size, size_t align) {
-  return tenon_pool_new_shift(elem_size, align, 0);
+  return tenon_pool_new_ex(elem_size, align, 0, 0);
 }
 
 void* tenon_pool_alloc(tenon_pool* pool, uint32_t* index_out) {
@@ -56,6 +60,8 @@ void* tenon_pool_at(const tenon_pool* pool, uint32_t index) { return pool->core.
 size_t tenon_pool_size(const tenon_pool* pool) { return static_cast<size_t>(pool->core.size()); }
 
 void tenon_pool_clear(tenon_pool* pool) { pool->core.reset(); }
+
+void tenon_pool_clear_keep_memory(tenon_pool* pool) { pool->core.reset(true); }
 
 void tenon_pool_free(tenon_pool* pool) {
   if (!pool) return;

@@ -1,6 +1,7 @@
 // mass_pool under concurrent emplace: every index unique, indices dense up to
-// the documented holes (unfilled tails of lane blocks), every element intact,
-// and references stable while other threads keep appending.
+// the documented holes (unfilled tails of lane blocks) by default and exactly
+// dense with tenon::dense_indices, every element intact, and references stable
+// while other threads keep appending.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,15 +28,17 @@ std::uint64_t check_of(std::uint32_t t, std::uint32_t s) {
 // Runs `threads` threads that each emplace `per_thread` items, released at
 // once; returns every returned index, per thread.
 std::vector<std::vector<std::uint32_t>> fill(tenon::mass_pool<Item>& pool, unsigned threads,
-                                             std::uint32_t per_thread) {
+                                             std::uint32_t per_thread,
+                                             std::uint32_t per_thread_step = 0) {
   std::vector<std::vector<std::uint32_t>> idx(threads);
   std::atomic<bool> go{false};
   std::vector<std::thread> ts;
   for (unsigned t = 0; t < threads; ++t) {
     ts.emplace_back([&, t] {
-      idx[t].reserve(per_thread);
+      const std::uint32_t n = per_thread + t * per_thread_step;  // uneven counts when step > 0
+      idx[t].reserve(n);
       go.wait(false, std::memory_order_acquire);  // sleep, not spin: 96 threads share 2 cores
-      for (std::uint32_t s = 0; s < per_thread; ++s) {
+      for (std::uint32_t s = 0; s < n; ++s) {
         auto [i, ref] = pool.emplace(Item{t, s, check_of(t, s)});
         EXPECT_EQ(&ref, &pool[i]);
         idx[t].push_back(i);
@@ -166,6 +169,47 @@ TEST(MassPoolConcurrency, AllThreadsOnOneLaneRaceForRefills) {
   std::size_t n = 0;
   for (auto it = pool.begin(); it != pool.end(); ++it, ++n) ASSERT_EQ(it.index(), all[n]);
   EXPECT_EQ(n, all.size());
+}
+
+// Exact density: whatever the interleaving, the indices handed out are
+// 0 .. n-1. Uneven per-thread counts, many small blocks (block turnover and
+// the prefault of the next block race with claims), and more threads than
+// cores.
+void expect_exactly_dense(unsigned block_shift, unsigned threads, std::uint32_t per,
+                          std::uint32_t step) {
+  tenon::mass_pool<Item> pool(tenon::dense_indices, block_shift);
+  ASSERT_TRUE(pool.dense());
+  auto idx = fill(pool, threads, per, step);
+  auto all = sorted_all(idx);
+  for (std::size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], i) << "hole or duplicate";
+  EXPECT_EQ(pool.size(), all.size());
+  EXPECT_GE(pool.index_bound(), all.size());
+  EXPECT_LT(pool.index_bound(), all.size() + pool.block_elements());
+  expect_intact(pool, idx);
+  // Iteration: rank == index, since there are no holes.
+  std::size_t n = 0;
+  for (auto it = pool.begin(); it != pool.end(); ++it, ++n) ASSERT_EQ(it.index(), n);
+  EXPECT_EQ(n, all.size());
+}
+
+TEST(MassPoolConcurrency, DenseIndicesAreExactlyDenseWithUnevenThreads) {
+  expect_exactly_dense(10, 8, std::uint32_t(pool_test::scaled(100003, 3001)), 7919);
+}
+
+TEST(MassPoolConcurrency, DenseIndicesAreExactlyDenseWithTinyBlocksAndManyThreads) {
+  // 4-element blocks: nearly every claim races a block turnover.
+  expect_exactly_dense(2, 32, std::uint32_t(pool_test::scaled(5003, 501)), 13);
+}
+
+TEST(MassPoolConcurrency, DenseIndicesAfterClearStartAtZero) {
+  tenon::mass_pool<Item> pool(tenon::dense_indices, 3);
+  fill(pool, 4, 1001, 3);
+  pool.clear();
+  EXPECT_EQ(pool.size(), 0u);
+  auto idx = fill(pool, 4, 999, 5);
+  auto all = sorted_all(idx);
+  for (std::size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], i);
+  expect_intact(pool, idx);
 }
 
 TEST(MassPoolConcurrency, ReferencesStayValidWhileOthersAppend) {

@@ -1,6 +1,8 @@
-// mass_pool lifetime: clear and reuse, destructors run exactly once, the
-// 2^32-1 element limit (through the test hook), and constructors that throw.
+// mass_pool lifetime: clear and reuse (also keeping the memory), destructors
+// run exactly once, the 2^32-1 element limit (through the test hook), and
+// constructors that throw.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <memory>
@@ -106,6 +108,86 @@ TEST(MassPoolLifecycle, LimitIsAClearErrorNotAWrap) {
   EXPECT_EQ(ok.load(), 1000);
   EXPECT_EQ(refused.load(), 600);
   EXPECT_EQ(pool.size(), 1000u);
+}
+
+TEST(MassPoolLifecycle, DenseLimitIsExactAndRefusalsDoNotWrap) {
+  // A limit inside a block: the dense pool hands out exactly 0 .. 1002, then
+  // refuses. Refused claims overshoot the shared lane word and are undone,
+  // so a million refusals cannot wrap it into the next block's indices.
+  tenon::mass_pool<std::uint32_t> pool(tenon::dense_indices, 4);
+  ASSERT_TRUE(pool.set_max_elements_for_testing(1003));
+  std::vector<std::thread> ts;
+  std::vector<std::vector<std::uint32_t>> got(4);
+  std::atomic<int> refused{0};
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < 250000; ++i) {
+        auto r = pool.try_emplace(std::uint32_t(t));
+        if (r.ptr) got[t].push_back(r.index); else refused.fetch_add(1);
+      }
+    });
+  for (auto& th : ts) th.join();
+  std::vector<std::uint32_t> all;
+  for (auto& g : got) all.insert(all.end(), g.begin(), g.end());
+  std::sort(all.begin(), all.end());
+  ASSERT_EQ(all.size(), 1003u);
+  for (std::uint32_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], i);
+  EXPECT_EQ(refused.load(), 1000000 - 1003);
+  EXPECT_EQ(pool.size(), 1003u);
+  EXPECT_EQ(pool.index_bound(), 1003u);
+  EXPECT_THROW(pool.emplace(0u), std::length_error);
+  pool.clear();
+  EXPECT_EQ(pool.emplace(7u).index, 0u);
+}
+
+long minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
+// clear(keep_memory): empty, indices from 0 again, destructors run, and the
+// next fill reuses the same slots without faulting their pages in again;
+// clear() afterwards still gives everything back.
+template <class Pool>
+void keep_memory_round_trip(Pool& pool) {
+  const std::uint32_t n = 4 * pool.block_elements() + 123;
+  std::vector<std::uint64_t*> first;
+  for (std::uint32_t i = 0; i < n; ++i) first.push_back(&pool.emplace(std::uint64_t{i}).ref);
+  pool.clear(tenon::keep_memory);
+  EXPECT_EQ(pool.size(), 0u);
+  EXPECT_EQ(pool.index_bound(), 0u);
+  const long before = minor_faults();
+  for (std::uint32_t i = 0; i < n; ++i) {
+    auto [idx, ref] = pool.emplace(std::uint64_t{i} * 3);
+    ASSERT_EQ(idx, i);
+    ASSERT_EQ(&ref, first[i]) << "the kept block is reused in place";
+  }
+  EXPECT_LE(minor_faults() - before, 8) << "kept pages must not fault again";
+  EXPECT_EQ(pool.size(), n);
+  for (std::uint32_t i = 0; i < n; ++i) ASSERT_EQ(pool[i], std::uint64_t{i} * 3);
+  pool.clear();  // back to the OS; the pool is still usable
+  EXPECT_EQ(pool.emplace(std::uint64_t{5}).index, 0u);
+  EXPECT_EQ(pool.size(), 1u);
+}
+
+TEST(MassPoolLifecycle, ClearKeepMemoryReusesBlocksInPlace) {
+  tenon::mass_pool<std::uint64_t> lanes(12);
+  keep_memory_round_trip(lanes);
+  tenon::mass_pool<std::uint64_t> dense(tenon::dense_indices, 12);
+  keep_memory_round_trip(dense);
+}
+
+TEST(MassPoolLifecycle, ClearKeepMemoryRunsDestructors) {
+  g_destroyed = 0;
+  {
+    tenon::mass_pool<Counted> pool(4);
+    for (int i = 0; i < 100; ++i) pool.emplace(i);
+    pool.clear(tenon::keep_memory);
+    EXPECT_EQ(g_destroyed.load(), 100);
+    for (int i = 0; i < 50; ++i) pool.emplace(i);
+  }
+  EXPECT_EQ(g_destroyed.load(), 150);
 }
 
 TEST(MassPoolLifecycle, BadBlockShiftIsAClearError) {

@@ -26,7 +26,8 @@ namespace {
 
 const std::vector<std::string> kSteps = {"pool.refill.claimed", "pool.refill.install",
                                          "pool.segment.reserved", "pool.spare.pop",
-                                         "pool.spare.push"};
+                                         "pool.spare.push", "pool.dense.install",
+                                         "pool.dense.prefault"};
 
 enum role { other, victim, racer_a };
 thread_local role t_role = other;
@@ -64,10 +65,22 @@ void phase_one_and_two(tenon::mass_pool<std::uint64_t>* pool);
 [[noreturn]] void scenario(const std::string& step) {
   g_step = step;
   g_victim_is_a = step == "pool.spare.push";
-  auto* pool = new tenon::mass_pool<std::uint64_t>(2);  // 4 per block; leaked on purpose
+  const bool dense = step.rfind("pool.dense.", 0) == 0;
+  // 4 per block; leaked on purpose
+  auto* pool = dense ? new tenon::mass_pool<std::uint64_t>(tenon::dense_indices, 2)
+                     : new tenon::mass_pool<std::uint64_t>(2);
   tenon::detail::pool_step_hook.store(&hook);
 
-  if (step == "pool.segment.reserved") {
+  if (dense) {
+    // Dense mode has one shared lane: the victim parks either before its CAS
+    // that installs the next block (its first emplace installs block 0) or
+    // while it maps and faults in the next block (its third emplace takes the
+    // middle slot of block 0). Everybody else then shares that lane.
+    std::thread([pool] {
+      t_role = victim;
+      for (int i = 0; i < 100 && !g_parked.load(); ++i) pool->emplace(std::uint64_t{3});
+    }).detach();
+  } else if (step == "pool.segment.reserved") {
     // The first emplace of a fresh pool reserves its first segment: park the
     // victim between that reservation and the CAS that publishes it.
     std::thread([pool] {

@@ -25,6 +25,9 @@ TEST(PoolCApi, BadArguments) {
   EXPECT_EQ(tenon_pool_new(8, 8192), nullptr);
   EXPECT_EQ(errno, EINVAL);
   EXPECT_EQ(tenon_pool_new_shift(8, 8, 25), nullptr);
+  errno = 0;
+  EXPECT_EQ(tenon_pool_new_ex(8, 8, 0, 2u), nullptr) << "unknown flag";
+  EXPECT_EQ(errno, EINVAL);
   tenon_pool_free(nullptr);  // ignored
 }
 
@@ -46,6 +49,10 @@ TEST(PoolCApi, AllocAtSizeClear) {
     ASSERT_EQ(tenon_pool_at(p, i), slots[i]);
     ASSERT_EQ(static_cast<unsigned char*>(slots[i])[23], i & 0xFF);
   }
+  tenon_pool_clear_keep_memory(p);  // same slots again, indices from 0
+  EXPECT_EQ(tenon_pool_size(p), 0u);
+  for (uint32_t i = 0; i < 10000; ++i) ASSERT_EQ(tenon_pool_alloc(p, nullptr), slots[i]);
+  EXPECT_EQ(tenon_pool_size(p), 10000u);
   tenon_pool_clear(p);
   EXPECT_EQ(tenon_pool_size(p), 0u);
   uint32_t idx;
@@ -102,6 +109,36 @@ TEST(PoolCApi, ConcurrentAllocUniqueIndicesAndSlots) {
     }
   std::sort(all.begin(), all.end());
   EXPECT_TRUE(std::adjacent_find(all.begin(), all.end()) == all.end());
+  EXPECT_EQ(tenon_pool_size(p), all.size());
+  tenon_pool_free(p);
+}
+
+TEST(PoolCApi, DenseFlagGivesExactlyDenseIndices) {
+  tenon_pool* p = tenon_pool_new_ex(8, 8, 5, TENON_POOL_DENSE);
+  ASSERT_NE(p, nullptr);
+  const int threads = 6;
+  std::vector<std::vector<uint32_t>> idx(threads);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] {
+      const uint32_t n = uint32_t(pool_test::scaled(20000, 1000)) + 37u * uint32_t(t);
+      for (uint32_t i = 0; i < n; ++i) {
+        uint32_t k;
+        auto* s = static_cast<uint64_t*>(tenon_pool_alloc(p, &k));
+        ASSERT_NE(s, nullptr);
+        *s = (uint64_t(t) << 32) | i;
+        idx[t].push_back(k);
+      }
+    });
+  for (auto& th : ts) th.join();
+  std::vector<uint32_t> all;
+  for (int t = 0; t < threads; ++t)
+    for (uint32_t i = 0; i < idx[t].size(); ++i) {
+      ASSERT_EQ(*static_cast<uint64_t*>(tenon_pool_at(p, idx[t][i])), (uint64_t(t) << 32) | i);
+      all.push_back(idx[t][i]);
+    }
+  std::sort(all.begin(), all.end());
+  for (uint32_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], i);
   EXPECT_EQ(tenon_pool_size(p), all.size());
   tenon_pool_free(p);
 }
