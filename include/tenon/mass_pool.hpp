@@ -352,14 +352,10 @@ class pool_core {
     std::uint32_t k;
     if (!take_block(k)) return scavenge();
     pool_step("pool.refill.claimed");
-    char* base = dir_[k].load(std::memory_order_relaxed);
+    char* base = publish_block(k);
     if (!base) {
-      base = block_memory(k);
-      if (!base) {
-        push_spare(k);  // its number stays usable once memory is back
-        return {nullptr, TENON_POOL_NO_INDEX, no_memory};
-      }
-      dir_[k].store(base, std::memory_order_release);
+      push_spare(k);  // its number stays usable once memory is back
+      return {nullptr, TENON_POOL_NO_INDEX, no_memory};
     }
     pool_step("pool.refill.install");
     // Install the block with its first slot taken by us.
@@ -401,9 +397,10 @@ class pool_core {
     }
   }
 
-  // Maps block nb (if it has no memory yet) and publishes it in the
-  // directory. Every thread computes the same address for a block (its slice
-  // of its segment), so racing publishers store the same value.
+  // Maps block nb (if it has no memory yet: a fresh block, not one a
+  // keep_memory reset left in place) and publishes it in the directory. Every
+  // thread computes the same address for a block (its slice of its segment),
+  // so racing publishers (dense mode) store the same value.
   char* publish_block(std::uint32_t nb) noexcept {
     char* base = dir_[nb].load(std::memory_order_acquire);
     if (base) return base;
