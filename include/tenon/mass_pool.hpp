@@ -618,20 +618,12 @@ class mass_pool {
 
   // Runs destructors (unless T is trivially destructible) and gives every
   // block back to the OS. O(blocks) for trivial T, O(elements) otherwise.
-  void clear() noexcept {
-    destroy_elements();
-    core_.reset();
-    segs_.clear();
-  }
+  void clear() noexcept { empty_out(false); }
   // The same, but the blocks stay mapped (and resident) for the next fill,
   // like std::vector::clear keeping its capacity: for programs that rebuild
   // the pool again and again, the refill then costs no page faults. The
   // memory goes back to the OS at the next clear() or destruction.
-  void clear(keep_memory_t) noexcept {
-    destroy_elements();
-    core_.reset(true);
-    segs_.clear();
-  }
+  void clear(keep_memory_t) noexcept { empty_out(true); }
 
   // Test hook: lower the element limit (on an empty pool) so the overflow
   // path can be tested without 4e9 elements. Returns false if not empty or
@@ -728,6 +720,12 @@ class mass_pool {
       rank += count;
       next = first + count;
     });
+  }
+
+  void empty_out(bool keep_memory) noexcept {
+    destroy_elements();
+    core_.reset(keep_memory);
+    segs_.clear();
   }
 
   void destroy_elements() noexcept {
