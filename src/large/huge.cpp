@@ -221,14 +221,19 @@ void* huge_resize(huge_header* h, std::size_t n) {
   TENON_INJECT_POINT("huge.remap");
   std::size_t map_size = page + usable;
   if (!os::resize_in_place(h, h->map_size, map_size)) {
-    // Move the pages (no copy) to a fresh 4 MiB-aligned reservation.
+    // Move the pages (no copy) to a fresh 4 MiB-aligned reservation. The
+    // old range is free the instant the move succeeds and another thread's
+    // new mapping may take it and mark its unit at once, so our mark goes
+    // first: only the caller holds this block, and no one else may look it
+    // up in between.
     void* dest = os::reserve(map_size, kChunkSize);
     if (!dest) return nullptr;
+    lookup::unmark(lookup::map_kind::huge_near, h);
     if (!os::move_to(h, h->map_size, map_size, dest)) {
+      lookup::mark(lookup::map_kind::huge_near, h);
       os::release(dest, map_size);
       return nullptr;
     }
-    lookup::unmark(lookup::map_kind::huge_near, h);
     h = static_cast<huge_header*>(dest);
     h->user = static_cast<char*>(dest) + page;
     lookup::mark(lookup::map_kind::huge_near, h);
