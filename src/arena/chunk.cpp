@@ -118,7 +118,9 @@ bool purge_slice(chunk* c, unsigned i, stats* st) {
 }
 
 // Keep at most kMaxDirtyPerChunk free-but-resident slices in a chunk: past
-// that, the oldest are purged now rather than after the delay. Dirty slices
+// that, the oldest are purged now rather than after the delay, once they have
+// been free for kDirtyGraceMs (younger ones wait for a later release in this
+// chunk or for the purge pass). Dirty slices
 // are reused first, so a program's peak RSS otherwise creeps up to its peak
 // address space (mstress: 618 slices in use at peak, all of them resident).
 // The run just released (`keep`) is never purged here: a loop that frees and
@@ -141,6 +143,7 @@ void trim_chunk(chunk* c, std::uint64_t keep, stats* st) {
         oldest = i;
       }
     }
+    if (oldest_age < kDirtyGraceMs) return;  // all younger: a bulk free about to be refilled keeps them
     if (!purge_slice(c, oldest, st)) return;  // raced with a taker: it is theirs now
   }
 }
