@@ -41,13 +41,16 @@ constexpr std::size_t kMinAlign = 16;
 // RSS on glibc-thread, 4 doubled its system time).
 constexpr unsigned kMaxDirtyPerChunk = 8;
 
-// ...but only slices free for at least this long: a bulk free followed by as
-// many allocations (a rebuilt structure) refills the same resident pages.
-// Purging at once faulted 7/8 of them back in (20M x 64 B: 0.75 s a refill
-// against 0.19 s) and put an madvise on the free path (free p99.99 19,355
-// cycles against 760). 20, 50 and 100 ms measured alike; peak RSS of the
-// suite rose from 0.82 to 0.92 of glibc's.
-constexpr std::uint32_t kDirtyGraceMs = 50;
+// ...but only slices free for at least this long, in ticks of the coarse
+// clock (4 ms at HZ=250): the frees of a bulk free come within it, and a
+// refill right after reuses those pages. Purging at once faulted 7/8 of them
+// back in (20M x 64 B: 0.71 s a refill, 0.18-0.22 s with the grace) and put
+// an madvise on the free path (free p99.99 21,021 cycles, 980 with it). A
+// longer grace was faster still on churn (mstress T16 0.96 of glibc's time
+// at 50 ms, 1.62 at 4 ms) but kept fragmented free runs resident between
+// reuses: suite peak RSS 0.98 of glibc's at 50 ms, 0.87 at 4 ms, 0.89 with
+// no grace; 8 ms already took mstress T1 from 23.7 to 32.6 MiB.
+constexpr std::uint32_t kDirtyGraceMs = 4;
 
 // Taking slices looks for already-dirty ("warm") runs in this many chunks
 // before it uses clean ones (bounded, so a huge heap does not make every span
