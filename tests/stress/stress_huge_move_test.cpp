@@ -26,6 +26,8 @@ namespace {
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 constexpr std::size_t kBase = 72 * kMiB;  // above kHugeCacheMaxBlock (64 MiB)
 constexpr std::size_t kStep = 5 * kMiB;   // more than the up to 4 MiB of slack above a mapping
+constexpr std::size_t kSteps = 8;
+constexpr unsigned kMovers = 3;
 
 TEST(HugeBlocks, MovedBlockNeverUnmarksItsSuccessor) {
 #if defined(__SANITIZE_THREAD__)
@@ -41,7 +43,7 @@ TEST(HugeBlocks, MovedBlockNeverUnmarksItsSuccessor) {
   auto mover = [&] {
     for (std::size_t r = 0; r < rounds && failures.count() == 0; ++r) {
       void* p = tenon_malloc(kBase);
-      for (std::size_t size = kBase + kStep; size <= kBase + 8 * kStep && p; size += kStep) {
+      for (std::size_t size = kBase + kStep; size <= kBase + kSteps * kStep && p; size += kStep) {
         if (!tenon_owns(p)) {
           // Leaked on purpose: realloc would hand tenon's mapping to glibc.
           failures.add("a live huge block lost its ownership mark before its realloc");
@@ -83,14 +85,12 @@ TEST(HugeBlocks, MovedBlockNeverUnmarksItsSuccessor) {
   std::vector<std::thread> threads;
   // Three movers and one checker on 2 cores: with the unmark after the move,
   // 14 and 20 of 40 runs failed (5 of 40 with two of each).
-  threads.emplace_back(mover);
-  threads.emplace_back(mover);
-  threads.emplace_back(mover);
+  for (unsigned m = 0; m < kMovers; ++m) threads.emplace_back(mover);
   threads.emplace_back(checker);
   for (auto& t : threads) t.join();
   EXPECT_EQ(failures.count(), 0) << failures.first();
   EXPECT_GT(moves.load(), 0u) << "no realloc moved a block: the race this test is for never had a chance";
-  std::printf("%zu of %zu growing reallocs moved their block\n", moves.load(), 3 * rounds * 8);
+  std::printf("%zu of %zu growing reallocs moved their block\n", moves.load(), kMovers * rounds * kSteps);
 }
 
 }  // namespace
