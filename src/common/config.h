@@ -47,9 +47,10 @@ constexpr unsigned kMaxDirtyPerChunk = 8;
 // back in (20M x 64 B: 0.71 s a refill, 0.18-0.22 s with the grace) and put
 // an madvise on the free path (free p99.99 21,021 cycles, 980 with it). A
 // longer grace was faster still on churn (mstress T16 0.96 of glibc's time
-// at 50 ms, 1.62 at 4 ms) but kept fragmented free runs resident between
-// reuses: suite peak RSS 0.98 of glibc's at 50 ms, 0.87 at 4 ms, 0.89 with
-// no grace; 8 ms already took mstress T1 from 23.7 to 32.6 MiB.
+// at 50 ms, 1.62 at 4 ms) but kept whole free runs resident where their
+// next users touch only part of them: suite peak RSS 0.98 of glibc's at
+// 50 ms, 0.87 at 4 ms, 0.89 with no grace; 8 ms already took mstress T1
+// from 23.7 to 32.6 MiB (see architecture.md, known limits).
 constexpr std::uint32_t kDirtyGraceMs = 4;
 
 // Taking slices looks for already-dirty ("warm") runs in this many chunks
