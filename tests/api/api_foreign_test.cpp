@@ -30,13 +30,12 @@ constexpr std::size_t kAlwaysMapped = (std::size_t{32} << 20) + 4096 * 3 + 100;
 
 std::size_t page() { return static_cast<std::size_t>(sysconf(_SC_PAGESIZE)); }
 
-// Is any page of [p, p + n) mapped? (mincore fails with ENOMEM on a hole.)
+// Is any page of [p, p + n) mapped? msync fails with ENOMEM on an unmapped
+// page and, unlike mincore, writes no buffer sized by the page size.
 bool any_page_mapped(const void* p, std::size_t n) {
   const std::uintptr_t start = reinterpret_cast<std::uintptr_t>(p) & ~(page() - 1);
-  for (std::uintptr_t a = start; a < reinterpret_cast<std::uintptr_t>(p) + n; a += page()) {
-    unsigned char v;
-    if (mincore(reinterpret_cast<void*>(a), page(), &v) == 0) return true;
-  }
+  for (std::uintptr_t a = start; a < reinterpret_cast<std::uintptr_t>(p) + n; a += page())
+    if (msync(reinterpret_cast<void*>(a), page(), MS_ASYNC) == 0) return true;
   return false;
 }
 

@@ -41,15 +41,13 @@ static double now_ms(void) {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* Is any page of [p, p + n) still mapped? mincore fails with ENOMEM when
- * part of the range is not mapped. */
+/* Is any page of [p, p + n) still mapped? msync fails with ENOMEM on an
+ * unmapped page. */
 static int range_mapped(const void* p, size_t n) {
   const size_t page = (size_t)sysconf(_SC_PAGESIZE);
   uintptr_t start = (uintptr_t)p & ~(uintptr_t)(page - 1);
-  for (uintptr_t a = start; a < (uintptr_t)p + n; a += page) {
-    unsigned char v;
-    if (mincore((void*)a, page, &v) == 0) return 1;
-  }
+  for (uintptr_t a = start; a < (uintptr_t)p + n; a += page)
+    if (msync((void*)a, page, MS_ASYNC) == 0) return 1;
   return 0;
 }
 
