@@ -1,41 +1,14 @@
 // The front end's out-of-line paths: big and aligned requests, frees that are
-// not into a chunk, realloc, usable size, trim, and foreign pointers.
-#include <dlfcn.h>
+// not into a chunk, realloc, usable size, trim; foreign pointers go to
+// foreign.cpp.
 #include <stdint.h>
-
-#include <atomic>
 
 #include "arena/chunk.h"
 #include "frontend/alloc_api.h"
+#include "frontend/foreign.h"
 #include "platform/os.h"
 
-// glibc's own allocator stays reachable under these names whatever overrides
-// malloc; tenon passes it the pointers it did not hand out (see docs/api.md).
-extern "C" {
-void __libc_free(void*);
-void* __libc_realloc(void*, size_t);
-}
-
 namespace tenon::api {
-
-namespace {
-
-// malloc_usable_size of the next allocator in line, found lazily (only ever
-// needed for a foreign pointer) with dlsym. Racers store the same value.
-using usable_fn = size_t (*)(void*);
-std::atomic<usable_fn> g_next_usable{nullptr};
-
-std::size_t foreign_usable_size(const void* p) {
-  usable_fn fn = g_next_usable.load(std::memory_order_acquire);
-  if (!fn) {
-    fn = reinterpret_cast<usable_fn>(dlsym(RTLD_NEXT, "malloc_usable_size"));
-    if (!fn) return 0;
-    g_next_usable.store(fn, std::memory_order_release);
-  }
-  return fn(const_cast<void*>(p));
-}
-
-}  // namespace
 
 void* alloc_big(std::size_t n, std::size_t align, bool zero) {
   bool zeroed = false;
@@ -70,7 +43,7 @@ void free_irregular(void* p) {
   }
   if (lookup::test(lookup::g_huge_near, lookup::unit_of(p)) || lookup::test(lookup::g_huge_far, lookup::unit_of(p)))
     return;  // an interior pointer of a huge block: invalid; ignored
-  __libc_free(p);
+  foreign_free(p);
 }
 
 std::size_t usable_size(const void* p) {
@@ -110,7 +83,7 @@ void* realloc_slow(void* p, std::size_t n) {
     }
     old = h->usable;
   } else {
-    return __libc_realloc(p, n);  // foreign: stays with its own allocator
+    return foreign_realloc(p, n);
   }
   void* q = alloc(n);
   if (!q) return nullptr;  // errno is ENOMEM; p is untouched

@@ -2,16 +2,30 @@
  * LD_PRELOAD=libtenon.so. Modes (argv[1]):
  *   symbols  every allocation name resolves into libtenon.so
  *   edge     the edge cases of docs/api.md through the standard names
- *   foreign  pointers from glibc's own allocator (__libc_malloc) handed to
- *            free/realloc/malloc_usable_size are passed back to glibc
+ *   foreign  pointers from glibc's own allocator (__libc_malloc, heap and
+ *            mmapped blocks, from the main and a thread arena) handed to
+ *            free/realloc/malloc_usable_size
+ *   foreign_arena_lock  the same calls return while another thread holds
+ *            glibc's main-arena lock (a thread stopped inside glibc's
+ *            allocator); exits 77 (skip) if the lock could not be held
+ *   foreign_dl_lock  the first malloc_usable_size of a glibc block returns
+ *            while another thread is stopped inside dlopen (holding the
+ *            dynamic linker's lock); argv[2] is the library it loads
  * Built with -fno-builtin so the compiler keeps every call as written. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "preload_check.h"
@@ -20,6 +34,22 @@ extern void* __libc_malloc(size_t);
 extern void* __libc_calloc(size_t, size_t);
 extern void* __libc_memalign(size_t, size_t);
 extern void __libc_free(void*);
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Is any page of [p, p + n) still mapped? msync fails with ENOMEM on an
+ * unmapped page. */
+static int range_mapped(const void* p, size_t n) {
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  uintptr_t start = (uintptr_t)p & ~(uintptr_t)(page - 1);
+  for (uintptr_t a = start; a < (uintptr_t)p + n; a += page)
+    if (msync((void*)a, page, MS_ASYNC) == 0) return 1;
+  return 0;
+}
 
 /* volatile so that neither the compiler's folding nor its size warnings apply. */
 static volatile size_t impossible[] = {
@@ -295,7 +325,17 @@ static int run_edge(void) {
 
 /* ---- foreign pointers -------------------------------------------------- */
 
+static void* libc_alloc_5000(void* out) {
+  void* p = __libc_malloc(5000);
+  if (p) fill(p, 5000, 14);
+  *(void**)out = p;
+  return NULL;
+}
+
 static int run_foreign(void) {
+  /* A fixed threshold: glibc would otherwise raise it whenever glibc's own
+   * free releases a mapped block, and the blocks below would not be mapped. */
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
   /* free of a glibc block */
   void* p = __libc_malloc(100);
   CHECK(p != NULL, "__libc_malloc(100)");
@@ -337,6 +377,59 @@ static int run_foreign(void) {
   big = realloc(big, 8u << 20);
   CHECK(big != NULL && first_mismatch(big, 4096, 2) == 4096, "realloc of a foreign 4 MiB block");
   free(big);
+  /* blocks glibc mapped on its own (IS_MMAPPED chunks): free gives the
+   * mapping back, realloc copies them out, usable size reads their header */
+  static const size_t mapped_sizes[] = {1u << 20, (1u << 20) + 12345, 300000, 5u << 20};
+  for (size_t i = 0; i < sizeof mapped_sizes / sizeof mapped_sizes[0]; ++i) {
+    size_t n = mapped_sizes[i];
+    unsigned char* g = __libc_malloc(n);
+    CHECK(g != NULL, "__libc_malloc(%zu)", n);
+    if (!g) continue;
+    size_t u = malloc_usable_size(g);
+    CHECK(u >= n && u < n + 2 * (size_t)sysconf(_SC_PAGESIZE), "malloc_usable_size(glibc block of %zu) = %zu", n, u);
+    fill(g, n, 11);
+    errno = 4321;
+    unsigned char* r = realloc(g, n / 3);
+    CHECK(r != NULL && first_mismatch(r, n / 3, 11) == n / 3, "realloc(glibc block of %zu, %zu)", n, n / 3);
+    CHECK(errno == 4321, "realloc of a glibc block changed errno to %d", errno);
+    free(r);
+    g = __libc_malloc(n);
+    CHECK(g != NULL, "__libc_malloc(%zu)", n);
+    if (!g) continue;
+    fill(g, n, 12);
+    errno = 4321;
+    free(g);
+    CHECK(errno == 4321, "free of a glibc block of %zu changed errno to %d", n, errno);
+    CHECK(!range_mapped(g + 4096, n - 8192), "free of a mapped glibc block of %zu left it mapped", n);
+  }
+  /* an mmapped glibc block aligned beyond its mapping's start: its header
+   * records the offset to the mapping (prev_size) */
+  for (size_t a = 4096; a <= (1u << 20); a *= 16) {
+    unsigned char* g = __libc_memalign(a, 2u << 20);
+    CHECK(g != NULL && aligned(g, a), "__libc_memalign(%zu, 2 MiB) = %p", a, (void*)g);
+    if (!g) continue;
+    CHECK(malloc_usable_size(g) >= (2u << 20), "malloc_usable_size(glibc memalign(%zu, 2 MiB)) = %zu", a,
+          malloc_usable_size(g));
+    fill(g, 2u << 20, 13);
+    free(g);
+    CHECK(!range_mapped(g, 2u << 20), "free of glibc memalign(%zu, 2 MiB) left it mapped", a);
+  }
+  /* a block from a thread's glibc arena (NON_MAIN_ARENA), freed here */
+  pthread_t t;
+  void* from_thread = NULL;
+  CHECK(pthread_create(&t, NULL, libc_alloc_5000, &from_thread) == 0, "pthread_create");
+  pthread_join(t, NULL);
+  CHECK(from_thread != NULL, "__libc_malloc(5000) in a thread");
+  if (from_thread) {
+    CHECK(malloc_usable_size(from_thread) >= 5000, "malloc_usable_size(thread-arena glibc block) = %zu",
+          malloc_usable_size(from_thread));
+    void* grown = realloc(from_thread, 9000);
+    CHECK(grown != NULL && first_mismatch(grown, 5000, 14) == 5000, "realloc of a thread-arena glibc block");
+    free(grown);
+  }
+  CHECK(pthread_create(&t, NULL, libc_alloc_5000, &from_thread) == 0, "pthread_create");
+  pthread_join(t, NULL);
+  free(from_thread);
   /* interleaved with tenon's own blocks, many times */
   for (int i = 0; i < 20000; ++i) {
     void* mine = malloc(16 + i % 500);
@@ -349,10 +442,234 @@ static int run_foreign(void) {
   return preload_failures;
 }
 
+
+/* ---- foreign pointers while another thread holds a lock ---------------- */
+
+/* One call run in its own thread, so that a call that waits shows up as a
+ * deadline missed instead of a hung test. The thread is joined at the end,
+ * once whatever it waited for is released. */
+struct timed_call {
+  void (*fn)(void*);
+  void* arg;
+  atomic_int done;
+  pthread_t thread;
+};
+
+static void* timed_call_main(void* p) {
+  struct timed_call* c = p;
+  c->fn(c->arg);
+  atomic_store(&c->done, 1);
+  return NULL;
+}
+
+/* Starts c and waits up to limit_ms for it; returns 1 if it returned in time. */
+static int returns_within(struct timed_call* c, double limit_ms) {
+  atomic_store(&c->done, 0);
+  if (pthread_create(&c->thread, NULL, timed_call_main, c) != 0) return 0;
+  double start = now_ms();
+  while (!atomic_load(&c->done) && now_ms() - start < limit_ms) usleep(1000);
+  return atomic_load(&c->done);
+}
+
+static void* g_block_a;
+static void* g_block_b;
+static void* g_block_c;
+static void* g_block_mapped;
+static void* g_realloc_result;
+static size_t g_usable;
+static void call_free_a(void* unused) { (void)unused; free(g_block_a); }
+static void call_realloc_b(void* unused) { (void)unused; g_realloc_result = realloc(g_block_b, 12000); }
+static void call_usable_c(void* unused) { (void)unused; g_usable = malloc_usable_size(g_block_c); }
+static void call_free_mapped(void* unused) { (void)unused; free(g_block_mapped); }
+static void call_mallinfo(void* unused) {
+  (void)unused;
+  struct mallinfo2 mi = mallinfo2();
+  ESCAPE(&mi);
+}
+
+static atomic_int g_holder_tid;
+static atomic_int g_holder_done;
+
+/* glibc's malloc_stats prints each arena's figures to stderr while it holds
+ * that arena's lock; with stderr a full pipe, it stays in write(), holding
+ * the main arena's lock, until the pipe is drained: a thread stopped inside
+ * glibc's allocator, on demand. */
+static void* hold_main_arena_lock(void* unused) {
+  (void)unused;
+  atomic_store(&g_holder_tid, (int)syscall(SYS_gettid));
+  malloc_stats();
+  atomic_store(&g_holder_done, 1);
+  return NULL;
+}
+
+/* Is thread tid inside the write system call? (/proc/.../syscall begins
+ * with the number of the call a blocked thread is in.) */
+static int in_write(int tid) {
+  char path[64], buf[64];
+  snprintf(path, sizeof path, "/proc/self/task/%d/syscall", tid);
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  return atol(buf) == SYS_write;
+}
+
+static int run_foreign_arena_lock(void) {
+  const double limit_ms = 3000;
+  /* The blocks, all from the main arena (this thread's): two in its heap,
+   * one mapped on its own. */
+  g_block_a = __libc_malloc(5000);
+  g_block_b = __libc_malloc(6000);
+  g_block_c = __libc_malloc(7000);
+  g_block_mapped = __libc_malloc(1u << 20);
+  if (!g_block_a || !g_block_b || !g_block_c || !g_block_mapped) {
+    fprintf(stderr, "FAILED: __libc_malloc\n");
+    return 1;
+  }
+  fill(g_block_b, 6000, 21);
+
+  /* stderr becomes a full pipe; the original is kept to report on. */
+  fflush(stderr);
+  int saved_stderr = dup(2);
+  int pipefd[2];
+  if (saved_stderr < 0 || pipe(pipefd) != 0) {
+    fprintf(stderr, "FAILED: dup/pipe\n");
+    return 1;
+  }
+  fcntl(pipefd[1], F_SETFL, O_NONBLOCK);
+  static char junk[4096];
+  while (write(pipefd[1], junk, sizeof junk) > 0) {}
+  while (write(pipefd[1], junk, 1) > 0) {}
+  fcntl(pipefd[1], F_SETFL, 0);
+  dup2(pipefd[1], 2);
+
+  pthread_t holder;
+  pthread_create(&holder, NULL, hold_main_arena_lock, NULL);
+  double start = now_ms();
+  int held = 0;
+  while (!held && now_ms() - start < 5000) {
+    int tid = atomic_load(&g_holder_tid);
+    held = tid != 0 && in_write(tid);
+    if (!held) usleep(1000);
+  }
+  /* Control: glibc's own mallinfo2 takes the same lock and must wait. */
+  static struct timed_call control = {call_mallinfo, NULL, 0, 0};
+  int control_returned = held ? returns_within(&control, 300) : 1;
+
+  static struct timed_call calls[] = {
+      {call_free_a, NULL, 0, 0},
+      {call_realloc_b, NULL, 0, 0},
+      {call_usable_c, NULL, 0, 0},
+      {call_free_mapped, NULL, 0, 0},
+  };
+  static const char* const names[] = {
+      "free of a glibc block", "realloc of a glibc block", "malloc_usable_size of a glibc block",
+      "free of a mapped glibc block",
+  };
+  int returned[4] = {0, 0, 0, 0};
+  double took[4] = {0, 0, 0, 0};
+  if (held && !control_returned) {
+    for (int i = 0; i < 4; ++i) {
+      double t0 = now_ms();
+      returned[i] = returns_within(&calls[i], limit_ms);
+      took[i] = now_ms() - t0;
+    }
+  }
+
+  /* Release the holder: drain the pipe until malloc_stats has returned. */
+  fcntl(pipefd[0], F_SETFL, O_NONBLOCK);
+  while (!atomic_load(&g_holder_done)) {
+    if (read(pipefd[0], junk, sizeof junk) <= 0) usleep(1000);
+  }
+  pthread_join(holder, NULL);
+  dup2(saved_stderr, 2);
+  close(saved_stderr);
+  close(pipefd[0]);
+  close(pipefd[1]);
+  if (held) pthread_join(control.thread, NULL);
+  if (!held || control_returned) {
+    printf("foreign_arena_lock: SKIP could not hold glibc's main-arena lock (%s)\n",
+           held ? "mallinfo2 did not wait for it" : "malloc_stats did not block in write");
+    return 77;
+  }
+  for (int i = 0; i < 4; ++i) {
+    pthread_join(calls[i].thread, NULL);
+    printf("foreign_arena_lock: %s: %s (%.1f ms)\n", names[i], returned[i] ? "returned" : "WAITED", took[i]);
+    CHECK(returned[i], "%s waited %.0f ms for glibc's arena lock (held by a stopped thread)", names[i], limit_ms);
+  }
+  CHECK(g_realloc_result != NULL && first_mismatch(g_realloc_result, 6000, 21) == 6000,
+        "realloc of a glibc block lost its contents");
+  CHECK(g_usable >= 7000, "malloc_usable_size(glibc block of 7000) = %zu", g_usable);
+  free(g_realloc_result);
+  free(g_block_c);
+  return preload_failures;
+}
+
+/* The library foreign_dl_lock loads stops in its constructor (inside
+ * dlopen, where the dynamic linker holds its lock) until told to go on. */
+static const char* g_parking_lib;
+static void* g_parked_handle;
+static void* load_parking_lib(void* unused) {
+  (void)unused;
+  g_parked_handle = dlopen(g_parking_lib, RTLD_NOW | RTLD_LOCAL);
+  return NULL;
+}
+
+static int run_foreign_dl_lock(const char* lib) {
+  /* Must be the process's first malloc_usable_size of a foreign block. */
+  g_block_c = __libc_malloc(7000);
+  int ready[2], go[2];
+  if (!g_block_c || pipe(ready) != 0 || pipe(go) != 0) {
+    fprintf(stderr, "FAILED: setup\n");
+    return 1;
+  }
+  char fds[64];
+  snprintf(fds, sizeof fds, "%d,%d", ready[1], go[0]);
+  setenv("TENON_TEST_PARK_FDS", fds, 1);
+  g_parking_lib = lib;
+  pthread_t loader;
+  pthread_create(&loader, NULL, load_parking_lib, NULL);
+  struct pollfd pfd = {ready[0], POLLIN, 0};
+  if (poll(&pfd, 1, 10000) != 1) {
+    fprintf(stderr, "FAILED: the library's constructor did not start within 10 s\n");
+    return 1;
+  }
+  char c;
+  if (read(ready[0], &c, 1) != 1) return 1;
+  static struct timed_call call = {call_usable_c, NULL, 0, 0};
+  double t0 = now_ms();
+  int returned = returns_within(&call, 3000);
+  double took = now_ms() - t0;
+  if (write(go[1], "g", 1) != 1) return 1;
+  pthread_join(loader, NULL);
+  pthread_join(call.thread, NULL);
+  printf("foreign_dl_lock: malloc_usable_size of a glibc block: %s (%.1f ms)\n", returned ? "returned" : "WAITED",
+         took);
+  CHECK(returned, "malloc_usable_size of a glibc block waited for the dynamic linker's lock (held by dlopen)");
+  CHECK(g_usable >= 7000, "malloc_usable_size(glibc block of 7000) = %zu", g_usable);
+  CHECK(g_parked_handle != NULL, "dlopen(%s): %s", lib, dlerror());
+  if (g_parked_handle) dlclose(g_parked_handle);
+  free(g_block_c);
+  return preload_failures;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 3 && !strcmp(argv[1], "foreign_dl_lock")) {
+    int failures = run_foreign_dl_lock(argv[2]);
+    printf("%s: %d failed checks\n", argv[1], failures);
+    return failures ? 1 : 0;
+  }
   if (argc != 2) {
-    fprintf(stderr, "usage: %s symbols|edge|foreign\n", argv[0]);
+    fprintf(stderr, "usage: %s symbols|edge|foreign|foreign_arena_lock | foreign_dl_lock LIBRARY\n", argv[0]);
     return 2;
+  }
+  if (!strcmp(argv[1], "foreign_arena_lock")) {
+    int failures = run_foreign_arena_lock();
+    if (failures == 77) return 77;
+    printf("%s: %d failed checks\n", argv[1], failures);
+    return failures ? 1 : 0;
   }
   int failures;
   if (!strcmp(argv[1], "symbols")) failures = run_symbols();

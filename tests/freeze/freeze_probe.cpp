@@ -16,6 +16,22 @@
 // start (first-use heap setup) and thread-exit (abandon) paths, and the
 // workers free blocks of heaps whose thread is gone.
 //
+// With --foreign N, one acquisition in N takes its block from glibc's own
+// allocator (__libc_malloc) instead: a small block freed later with free()
+// (often by another thread), a small block grown with realloc(), or now and
+// then a block big enough that glibc maps it on its own (>= 256 KiB). The
+// allocator under test must handle those pointers without waiting for glibc:
+// glibc's free and realloc take its arena locks, so a victim frozen inside
+// them would stop every other thread that needs the same arena. Each worker
+// allocates from its own glibc arena, so the probe's own __libc_malloc calls
+// never wait for another worker. glibc's per-thread caches hide most of its
+// locking; GLIBC_TUNABLES=glibc.malloc.tcache_count=0:glibc.malloc.mxfast=0
+// (set by the CTest entry) makes every glibc call on these blocks take the
+// lock, so that a path that calls glibc is caught in fewer freezes. The small
+// blocks are 16-48 bytes because an allocator may keep such blocks instead of
+// returning them to glibc (tenon does); the probe's memory then grows by a
+// few MiB a second.
+//
 // Nothing in the probe's own code ever waits for another worker: the handoff is
 // an atomic exchange, so a stall can only come from the allocator (or from the
 // machine not scheduling the workers at all for a whole deadline).
@@ -38,6 +54,7 @@
 
 #include <dlfcn.h>
 #include <linux/futex.h>
+#include <malloc.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -51,6 +68,7 @@ struct Options {
   double max_seconds = 60;     // total time cap for the freeze loop
   bool require_progress = false;
   bool churn = false;
+  unsigned foreign_every = 0;  // --foreign N: one acquisition in N is glibc's
   const char* expect_malloc_from = nullptr;  // skip (77) unless malloc is from here
   unsigned seed = 12345;
 };
@@ -77,6 +95,7 @@ std::atomic<void*> g_slots[kSlots];
 std::atomic<bool> g_stop{false};
 std::atomic<long> g_corrupt{0};
 std::atomic<bool> g_no_park{false};  // set when shutting down after a failure
+unsigned g_foreign_every = 0;        // set once before the workers start
 
 // Per-thread, read by the signal handler of the same thread only.
 thread_local Worker* t_self = nullptr;
@@ -165,13 +184,47 @@ void check_and_release(void* p) {
   t_in_alloc = 0;
 }
 
+}  // namespace
+// glibc's own allocator under its exported internal names: reachable whatever
+// LD_PRELOAD puts in front of malloc.
+extern "C" void* __libc_malloc(size_t);
+namespace {
+
+// --foreign: a block from glibc's allocator. Returns it with its size in n
+// (its own choice of size, see the file comment); nullptr when glibc fails.
+void* acquire_foreign(Rng& rng, size_t& n) {
+  uint64_t r = rng.next();
+  size_t small = 16 + (r >> 8) % 33;
+  void* p;
+  if (r % 32 == 0) {
+    n = (size_t{256} << 10) + (r >> 16) % (size_t{256} << 10);
+    p = __libc_malloc(n);  // mmapped by glibc: its own mapping
+  } else if (r % 4 == 1) {
+    // realloc of a glibc block: the allocator under test must copy it out
+    // (or leave it to glibc) without waiting for glibc's locks.
+    p = __libc_malloc(small);
+    if (p != nullptr) {
+      std::memset(p, 3, small);
+      p = realloc(p, n);
+    }
+  } else {
+    n = small;
+    p = __libc_malloc(n);
+    if (p != nullptr && malloc_usable_size(p) < n) g_corrupt.fetch_add(1, std::memory_order_relaxed);
+  }
+  return p;
+}
+
 void* acquire(Rng& rng, size_t n) {
   uint64_t r = rng.next() % 16;
   Kind kind = r == 0 ? kNew : kMalloc;
   void* p;
   t_in_alloc = 1;
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (kind == kNew) p = new (std::nothrow) char[n];
+  if (g_foreign_every != 0 && rng.next() % g_foreign_every == 0) {
+    kind = kMalloc;  // released with free()
+    p = acquire_foreign(rng, n);
+  } else if (kind == kNew) p = new (std::nothrow) char[n];
   else if (r == 1) p = calloc(1, n);
   else if (r == 2 && n >= 64) {
     // Grow from a smaller block: exercises realloc's copy path.
@@ -261,6 +314,7 @@ bool parse(int argc, char** argv, Options& o) {
     else if (arg("--expect-malloc-from")) o.expect_malloc_from = argv[++i];
     else if (std::strcmp(argv[i], "--require-progress") == 0) o.require_progress = true;
     else if (std::strcmp(argv[i], "--churn") == 0) o.churn = true;
+    else if (arg("--foreign")) o.foreign_every = static_cast<unsigned>(std::atol(argv[++i]));
     else return false;
   }
   return o.freezes >= 0 && o.threads >= 2 && o.threads <= kMaxThreads && o.deadline_ms > 0 &&
@@ -285,6 +339,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: %s [--freezes N] [--threads T] [--deadline-ms D] [--min-ops K]\n"
                  "          [--max-seconds S] [--seed N] [--require-progress] [--churn]\n"
+                 "          [--foreign N]\n"
                  "          [--expect-malloc-from LIBNAME]\n", argv[0]);
     return 2;
   }
@@ -307,6 +362,8 @@ int main(int argc, char** argv) {
   sigfillset(&sa.sa_mask);  // nothing else interrupts a parked worker
   sa.sa_flags = SA_RESTART;
   sigaction(SIGUSR1, &sa, nullptr);
+  g_foreign_every = o.foreign_every;
+  if (o.foreign_every) std::printf("freeze_probe: one block in %u from glibc's __libc_malloc\n", o.foreign_every);
 
   std::thread threads[kMaxThreads];
   for (int i = 0; i < o.threads; ++i) threads[i] = std::thread(worker_main, i, o.seed);
