@@ -2,7 +2,7 @@
 """tenon's comparison benchmark: runs every workload under every allocator
 found (LD_PRELOAD), interleaved and repeated, and writes a report folder.
 
-  python3 bench/run.py                  # the default suite (about 5 minutes on 2 cores)
+  python3 bench/run.py                  # the default suite (docs/bench.md: how long it takes)
   python3 bench/run.py --smoke --out /tmp/r   # every workload once, tiny (under a minute)
   python3 bench/run.py --only larson,xmalloc --threads 2,16 --repeat 5
   python3 bench/run.py --alloc mine=/path/libmine.so --baseline tenon
