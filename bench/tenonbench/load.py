@@ -83,7 +83,8 @@ def describe(start, end, workload_cpu_s):
     lines = {"load at start": _la(start), "load at end": _la(end)}
     if "busy_pct" in s:
         lines["CPU use over the timed runs"] = (
-            f"{s['busy_pct']:.0f}% busy over {s['seconds']:.0f} s: the workloads' own user+sys "
+            f"{s['busy_pct']:.0f}% busy over {s['seconds']:.{0 if s['seconds'] >= 10 else 1}f} s: "
+            f"the workloads' own user+sys "
             f"{s['own_pct']:.0f}%, other processes (and the driver) {s['other_pct']:.0f}%"
             + (f", steal {s['steal_pct']:.0f}%" if s["steal_pct"] >= 0.5 else ""))
     return lines, s
