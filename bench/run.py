@@ -2,7 +2,7 @@
 """tenon's comparison benchmark: runs every workload under every allocator
 found (LD_PRELOAD), interleaved and repeated, and writes a report folder.
 
-  python3 bench/run.py                  # the default suite (about 5 minutes on 2 cores)
+  python3 bench/run.py                  # the default suite (docs/bench.md: how long it takes)
   python3 bench/run.py --smoke --out /tmp/r   # every workload once, tiny (under a minute)
   python3 bench/run.py --only larson,xmalloc --threads 2,16 --repeat 5
   python3 bench/run.py --alloc mine=/path/libmine.so --baseline tenon
@@ -42,7 +42,7 @@ def _ensure_matplotlib():
 
 _ensure_matplotlib()
 
-from tenonbench import allocators, extras, report, runner, workloads  # noqa: E402
+from tenonbench import allocators, extras, load, report, runner, workloads  # noqa: E402
 from tenonbench import charts as chartlib  # noqa: E402
 
 
@@ -147,6 +147,8 @@ def check(out, rows, allocs, runs, have_charts, files, fast, only_extra):
                 problems.append(f"chart {key} missing")
     if "fastpath-instr" in only_extra and shutil.which("valgrind"):  # no valgrind: reported, not a failure
         for a in allocs:
+            if a.name in extras.NO_VALGRIND:  # reported n/a with the reason
+                continue
             if "instr" not in (fast or {}).get(a.name, {}):
                 problems.append(f"fastpath-instr missing for {a.name}: {(fast or {}).get(a.name)}")
     return problems
@@ -197,19 +199,23 @@ def main(argv):
     launcher = os.path.join(build, "bench", "workloads", "launch")
     prog = Progress(len(plan))
     runs = []
+    load_start = load.snapshot()
     for rep, w, t, label, a in plan:
         cmd = workloads.command(w, t, smoke, build, HERE)
         env = a.launch_env()
         env.update(w.env)
+        load1 = load.load1()  # per run, so a noisy stretch can be found in results.csv
         r = runner.run(cmd, env, timeout, launcher)
         metrics = runner.parse_metrics(r["stdout"])
         ok = r["rc"] == 0 and not r["timed_out"] and "OK" in metrics
         rec = {"row": label, "workload": w.name, "threads": t, "alloc": a.name, "rep": rep, "ok": ok,
                **{k: r[k] for k in ("rc", "timed_out", "wall_s", "user_s", "sys_s", "maxrss_kib", "minflt", "majflt", "stderr")},
-               "metrics": metrics}
+               "load1": load1, "metrics": metrics}
         runs.append(rec)
         prog.step(f"{label} {a.name}", rec)
     prog.end()
+    load_end = load.snapshot()
+    load_lines, load_figures = load.describe(load_start, load_end, sum(r["user_s"] + r["sys_s"] for r in runs))
 
     fast = pool_md = freeze = None
     if "fastpath-instr" in only_extra:
@@ -226,6 +232,7 @@ def main(argv):
     have_charts = chartlib.HAVE_MPL
 
     def make_charts(summary, norm_t, norm_r, size_t, chunk_t, lat_t):
+        chartlib.use_palette(names)
         return {
             "norm_time": chartlib.normalised_bars(norm_t, names, args.baseline, out, "norm_time.png", "time"),
             "norm_rss": chartlib.normalised_bars(norm_r, names, args.baseline, out, "norm_rss.png", "peak RSS"),
@@ -235,14 +242,21 @@ def main(argv):
             "latency": chartlib.latency(lat_t, out),
         }
 
-    meta = {"info": machine_info(args, repeat, threads, allocs), "repeat": repeat,
+    meta = {"info": {**machine_info(args, repeat, threads, allocs), **load_lines}, "repeat": repeat,
+            "load": {"start": load_start, "end": load_end, **load_figures},
             "allocators": [{"name": a.name, "path": a.path, "version": a.version, "notes": a.notes} for a in allocs],
             "skipped": skipped}
-    table, files = report.write(out, meta, runs, rows, names, args.baseline, fast, pool_md, freeze,
-                                make_charts if have_charts else None)
+    table, files, paired = report.write(out, meta, runs, rows, names, args.baseline, fast, pool_md, freeze,
+                                        make_charts if have_charts else None)
     print()
     print(f"Time relative to {args.baseline} (median of {repeat}; lower is better):")
     print(table)
+    if paired:
+        print(f"\n{report.PAIRED_SUBJECT}'s time over each peer's, paired per repeat (median of {repeat}; "
+              f"below 1: {report.PAIRED_SUBJECT} faster):")
+        print(paired)
+    for k, v in load_lines.items():
+        print(f"{k}: {v}")
     print(f"\nReport: {os.path.join(out, 'report.md')}")
     if not have_charts:
         print("bench: matplotlib not found: no charts (apt-get install python3-matplotlib)", file=sys.stderr)

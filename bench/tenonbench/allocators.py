@@ -1,6 +1,7 @@
 """Finds the allocators to compare: glibc (no preload), tenon and its
-variants from the build folder, the Debian peers through `ldconfig -p`, and
-any NAME=PATH given on the command line. Each candidate is probed once so a
+variants from the build folder, the Debian peers through `ldconfig -p`, the
+peers built from source into BUILD/peers by scripts/build-peers.sh, and any
+NAME=PATH given on the command line. Each candidate is probed once so a
 library that cannot be preloaded is reported as skipped, not as a failed run."""
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ PEERS = [
     ("tcmalloc", ["libtcmalloc_minimal.so.4", "libtcmalloc.so.4"], "libgoogle-perftools4"),
     ("mimalloc", ["libmimalloc.so.2"], "libmimalloc2.0"),
 ]
+
+# Peers Debian does not ship, built from their crates' sources by
+# scripts/build-peers.sh: BUILD/peers/NAME.so and NAME.version, or
+# NAME.skipped with the reason the build gave.
+SOURCE_PEERS = ["mimalloc3", "mimalloc2-src", "snmalloc", "rpmalloc"]
 
 
 @dataclass
@@ -93,6 +99,29 @@ def _overrides_malloc(path):
     return any(line.split()[-1] == "malloc" for line in out.splitlines() if line.split())
 
 
+def _read_line(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def source_peers(build_dir):
+    """(allocators, skipped) for the peers in BUILD/peers."""
+    found, skipped = [], []
+    d = os.path.join(build_dir, "peers")
+    for name in SOURCE_PEERS:
+        so = os.path.join(d, name + ".so")
+        if os.path.exists(so):
+            found.append(Allocator(name, os.path.abspath(so), _read_line(os.path.join(d, name + ".version"))))
+        else:
+            why = _read_line(os.path.join(d, name + ".skipped")) or \
+                f"not built (bash scripts/build-peers.sh {build_dir}; make bench does it)"
+            skipped.append((name, why))
+    return found, skipped
+
+
 def _probe(alloc, probe_binary):
     """Runs a trivial program with the library preloaded; returns an error or ''."""
     if alloc.path is None:
@@ -129,6 +158,9 @@ def discover(build_dir, extra, probe_binary):
             found.append(Allocator(name, path))
         else:
             skipped.append((name, f"none of {', '.join(sonames)} in ldconfig -p (apt-get install {pkg})"))
+    built, not_built = source_peers(build_dir)
+    found += built
+    skipped += not_built
     for spec in extra or []:
         if "=" not in spec:
             raise SystemExit(f"--alloc wants NAME=PATH.so, got {spec!r}")
@@ -141,7 +173,8 @@ def discover(build_dir, extra, probe_binary):
         if err:
             skipped.append((a.name, err))
             continue
-        a.version = _pkg_version(a.path) if a.path is None or not a.path.startswith(os.path.abspath(build_dir)) else ""
+        if not a.version and (a.path is None or not a.path.startswith(os.path.abspath(build_dir))):
+            a.version = _pkg_version(a.path)
         if a.path and a.name.startswith("tenon") and _overrides_malloc(a.path) is False:
             a.notes.append("does not define malloc (stub build): its rows measure glibc")
         usable.append(a)

@@ -14,6 +14,14 @@ except ImportError:  # run.py re-executes under a Python that has it when it can
     HAVE_MPL = False
 
 
+def use_palette(allocs):
+    """Ten colours cycle; more allocators than that (the peers built from
+    source bring the report to ten) get tab20, so no two share a colour."""
+    if HAVE_MPL and len(allocs) > 10:
+        from cycler import cycler
+        plt.rcParams["axes.prop_cycle"] = cycler(color=plt.get_cmap("tab20").colors)
+
+
 RATIO_TICKS = [0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 5, 10, 20, 50, 100]
 
 

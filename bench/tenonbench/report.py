@@ -76,6 +76,28 @@ def summary_rows(summary, norm_t, gm_t, gm_c, gm_r, allocs, baseline, fast):
     return header, rows
 
 
+PAIRED_SUBJECT = "tenon"
+
+
+def paired_rows(paired_t, paired_c, unpaired_t, others):
+    """Rows: per workload, the subject's time over each peer's, paired per
+    repeat (median over repeats), and the worst spread of those per-repeat
+    ratios; then geometric means of the paired ratios (wall and user+sys)
+    and, for comparison, of the ratios of the medians."""
+    header = ["workload"] + others + ["max spread"]
+    rows = []
+    for row, per in paired_t.items():
+        spreads = [d["spread_pct"] for d in per.values() if d["spread_pct"] is not None and len(d["ratios"]) > 1]
+        rows.append([row] + [_f(per[p]["median"]) for p in others] + [f"{max(spreads):.0f}%" if spreads else "-"])
+    gm_t = stats.geomeans(stats.paired_medians(paired_t), others)
+    gm_c = stats.geomeans(stats.paired_medians(paired_c), others)
+    gm_u = stats.geomeans(unpaired_t, others)
+    rows.append(["geomean paired time"] + [_f(gm_t.get(p), "{:.3f}") for p in others] + [""])
+    rows.append(["geomean paired user+sys"] + [_f(gm_c.get(p), "{:.3f}") for p in others] + [""])
+    rows.append(["geomean of medians' ratio"] + [_f(gm_u.get(p), "{:.3f}") for p in others] + [""])
+    return header, rows, {"time": gm_t, "cpu": gm_c, "medians": gm_u}
+
+
 def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, charts):
     summary = stats.summarize(runs, rows, allocs)
     norm_t = stats.normalise(summary, baseline, "wall_s")
@@ -93,6 +115,14 @@ def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, ch
         files = charts(summary, norm_t, norm_r, size_t, chunk_t, lat_t)
 
     header, srows = summary_rows(summary, norm_t, gm_t, gm_c, gm_r, allocs, baseline, fast)
+    subject = PAIRED_SUBJECT if PAIRED_SUBJECT in allocs else None
+    others = [a for a in allocs if a != subject]
+    paired_t = stats.paired_ratios(runs, rows, subject, others, "wall_s") if subject and others else {}
+    paired_c = stats.paired_ratios(runs, rows, subject, others, "cpu_s") if paired_t else {}
+    unpaired_t = stats.ratio_of_medians(summary, subject, others, "wall_s") if paired_t else {}
+    paired_gm = {}
+    if paired_t:
+        pheader, prows, paired_gm = paired_rows(paired_t, paired_c, unpaired_t, others)
     md = [f"# tenon benchmark report", "",
           f"Medians of {meta['repeat']} interleaved run(s) per allocator (fewer where noted); "
           f"times and RSS relative to **{baseline}** (lower is better). "
@@ -105,6 +135,13 @@ def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, ch
     if meta["skipped"]:
         md += ["", "Skipped: " + "; ".join(f"**{n}** ({why})" for n, why in meta["skipped"])]
     md += ["", "## Summary: time relative to " + baseline, "", md_table(header, srows), ""]
+    if paired_t:
+        md += [f"## Paired: {subject}'s time over each peer's", "",
+               f"In every repeat the allocators ran one row back to back, so {subject}'s time over a peer's in the "
+               "same repeat cancels load that came and went between repeats; the table gives the median of those "
+               f"per-repeat ratios (below 1: {subject} faster) and the worst spread ((max − min) / median) of them over the "
+               "peers. The geometric means are over rows; the last line is the same over the ratios of the medians, "
+               "for comparison.", "", md_table(pheader, prows), ""]
     chart_titles = [("norm_time", "Time relative to " + baseline), ("norm_rss", "Peak RSS relative to " + baseline),
                     ("size_sweep", "Time against allocation size"), ("thread_chunks", "Per-thread chunks against size"),
                     ("threads", "Throughput against threads"), ("latency", "Latency percentiles (log scale)")]
@@ -192,7 +229,7 @@ def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, ch
         f.write("\n".join(md))
 
     fields = ["row", "workload", "threads", "alloc", "rep", "ok", "rc", "timed_out", "wall_s", "user_s", "sys_s",
-              "maxrss_kib", "minflt", "majflt"]
+              "maxrss_kib", "minflt", "majflt", "load1"]
     with open(os.path.join(out_dir, "results.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         w.writeheader()
@@ -201,8 +238,11 @@ def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, ch
     tuple_keys = lambda t: {a: {",".join(map(str, k)): v for k, v in cells.items()} for a, cells in t.items()}
     with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump({"meta": meta, "baseline": baseline, "runs": runs, "summary": summary,
+                   "paired_subject": subject, "paired_time": paired_t, "paired_cpu": paired_c,
+                   "paired_geomeans": paired_gm,
                    "normalised_time": norm_t, "normalised_rss": norm_r,
                    "geomean_time": gm_t, "geomean_cpu": gm_c, "geomean_rss": gm_r, "fastpath_instr": fast,
                    "size_sweep": tuple_keys(size_t), "thread_chunks": tuple_keys(chunk_t), "latency": lat_t,
                    "pool_markdown": pool_md, "freeze": freeze, "charts": files}, f, indent=1, default=str)
-    return text_table(header, srows), files
+    paired_text = text_table(pheader, prows) if paired_t else None
+    return text_table(header, srows), files, paired_text

@@ -90,3 +90,48 @@ def latency_table(runs, label):
             d["n"] = sum(m.get("n", 0) for m in ms)
             out[a][op] = d
     return out
+
+
+def _value(run, key):
+    """A run's measure: wall_s, or cpu_s = user + sys."""
+    if run is None:
+        return None
+    return run["user_s"] + run["sys_s"] if key == "cpu_s" else run.get(key)
+
+
+def paired_ratios(runs, rows, subject, others, key="wall_s"):
+    """paired[row][peer] = {"ratios", "median", "spread_pct"}: in every repeat
+    where both ran successfully, subject's value over the peer's (they ran
+    back to back, so load that came and went hit both alike), and the median
+    over repeats. A repeat where either failed gives no ratio."""
+    ok = {(r["row"], r["alloc"], r["rep"]): r for r in runs if r["ok"]}
+    out = {}
+    for _, _, label in rows:
+        reps = sorted({r["rep"] for r in runs if r["row"] == label})
+        out[label] = {}
+        for peer in others:
+            ratios = []
+            for rep in reps:
+                a = _value(ok.get((label, subject, rep)), key)
+                b = _value(ok.get((label, peer, rep)), key)
+                if a and b:
+                    ratios.append(a / b)
+            med = median(ratios)
+            out[label][peer] = {"ratios": ratios, "median": med,
+                                "spread_pct": 100.0 * (max(ratios) - min(ratios)) / med if med else None}
+    return out
+
+
+def paired_medians(paired):
+    """{row: {peer: median ratio}}, the shape geomeans() takes."""
+    return {row: {p: d["median"] for p, d in per.items()} for row, per in paired.items()}
+
+
+def ratio_of_medians(summary, subject, others, key="wall_s"):
+    """{row: {peer: subject's median / peer's median}}: the unpaired ratio,
+    for comparison with the paired one."""
+    out = {}
+    for row, per in summary.items():
+        a = per.get(subject, {}).get(key)
+        out[row] = {p: (a / per[p][key] if a and per.get(p, {}).get(key) else None) for p in others}
+    return out

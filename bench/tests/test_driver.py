@@ -3,11 +3,12 @@ run): medians, spreads, normalisation, geometric means, metric lines, rows."""
 import math
 import os
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from tenonbench import report, runner, stats, workloads  # noqa: E402
+from tenonbench import allocators, load, report, runner, stats, workloads  # noqa: E402
 
 
 def run(row, alloc, wall, rss=1000, ok=True, rep=0, metrics=None):
@@ -56,6 +57,104 @@ class StatsTest(unittest.TestCase):
         self.assertEqual(t["x"]["malloc"]["p50"], 20)
         self.assertEqual(t["x"]["malloc"]["max"], 100)
         self.assertEqual(t["x"]["malloc"]["n"], 10)
+
+
+class PairedTest(unittest.TestCase):
+    """tenon's time over a peer's in the same repeat, median over repeats."""
+
+    def setUp(self):
+        w = workloads.WORKLOADS[0]
+        self.rows = [(w, 2, "a"), (w, 16, "b")]
+        # Repeat 1 ran on a loaded machine: both slower, the paired ratio holds.
+        self.runs = [run("a", "tenon", 1.0, rep=0), run("a", "x", 2.0, rep=0),
+                     run("a", "tenon", 3.0, rep=1), run("a", "x", 6.0, rep=1),
+                     run("a", "tenon", 1.2, rep=2), run("a", "x", 2.0, rep=2),
+                     run("b", "tenon", 2.0, rep=0), run("b", "x", 1.0, rep=0),
+                     run("b", "tenon", 9.0, rep=1, ok=False), run("b", "x", 1.0, rep=1),
+                     run("b", "tenon", 4.0, rep=2), run("b", "x", 1.0, rep=2)]
+
+    def test_per_repeat_ratio_and_median(self):
+        p = stats.paired_ratios(self.runs, self.rows, "tenon", ["x"])
+        self.assertEqual(p["a"]["x"]["ratios"], [0.5, 0.5, 0.6])
+        self.assertAlmostEqual(p["a"]["x"]["median"], 0.5)
+        self.assertAlmostEqual(p["a"]["x"]["spread_pct"], 20.0)  # (0.6 - 0.5) / 0.5
+        # The failed repeat gives no ratio; the other two do.
+        self.assertEqual(p["b"]["x"]["ratios"], [2.0, 4.0])
+        self.assertAlmostEqual(p["b"]["x"]["median"], 3.0)
+
+    def test_paired_is_steadier_than_ratio_of_medians(self):
+        s = stats.summarize(self.runs, self.rows, ["tenon", "x"])
+        unpaired = stats.ratio_of_medians(s, "tenon", ["x"])
+        self.assertAlmostEqual(unpaired["a"]["x"], 1.2 / 2.0)  # medians from different repeats
+        self.assertAlmostEqual(unpaired["b"]["x"], 3.0 / 1.0)
+
+    def test_cpu_time_and_geomean(self):
+        p = stats.paired_ratios(self.runs, self.rows, "tenon", ["x"], "cpu_s")
+        self.assertEqual(p["a"]["x"]["ratios"], [0.5, 0.5, 0.6])  # user+sys is 3/4 of wall in run()
+        g = stats.geomeans(stats.paired_medians(p), ["x"])
+        self.assertAlmostEqual(g["x"], math.sqrt(0.5 * 3.0))
+
+    def test_missing_peer_gives_none(self):
+        p = stats.paired_ratios(self.runs, self.rows, "tenon", ["y"])
+        self.assertEqual(p["a"]["y"]["ratios"], [])
+        self.assertIsNone(p["a"]["y"]["median"])
+        self.assertIsNone(stats.geomeans(stats.paired_medians(p), ["y"])["y"])
+
+    def test_report_rows(self):
+        paired_t = stats.paired_ratios(self.runs, self.rows, "tenon", ["x"])
+        paired_c = stats.paired_ratios(self.runs, self.rows, "tenon", ["x"], "cpu_s")
+        unpaired = stats.ratio_of_medians(stats.summarize(self.runs, self.rows, ["tenon", "x"]), "tenon", ["x"])
+        header, rows, gm = report.paired_rows(paired_t, paired_c, unpaired, ["x"])
+        self.assertEqual(header, ["workload", "x", "max spread"])
+        self.assertEqual(rows[0], ["a", "0.50", "20%"])
+        self.assertEqual(rows[1], ["b", "3.00", "67%"])
+        self.assertEqual(rows[2][0], "geomean paired time")
+        self.assertAlmostEqual(gm["time"]["x"], math.sqrt(1.5))
+        self.assertAlmostEqual(gm["medians"]["x"], math.sqrt(0.6 * 3.0))
+
+
+class LoadTest(unittest.TestCase):
+    STAT = "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 50 0 25 400 25 0 0 0 0 0\nintr 1\n"
+
+    def test_parse_proc_stat(self):
+        s = load.parse_proc_stat(self.STAT)
+        self.assertEqual(s, {"busy": 150, "idle": 850, "steal": 0, "total": 1000})
+        self.assertIsNone(load.parse_proc_stat("intr 1\n"))
+
+    def test_busy_share_split_into_own_and_other(self):
+        start = {"time": 0.0, "cpus": 2, "usable_cpus": 2, "loadavg": [1.0, 1.0, 1.0],
+                 "stat": {"busy": 0, "idle": 0, "steal": 0, "total": 0}}
+        end = {"time": 10.0, "cpus": 2, "usable_cpus": 2, "loadavg": [3.0, 2.0, 1.0],
+               "stat": {"busy": 1500, "idle": 400, "steal": 100, "total": 2000}}
+        s = load.summarize(start, end, workload_cpu_s=6.0)  # 6 of the 20 CPU-seconds
+        self.assertAlmostEqual(s["busy_pct"], 75.0)
+        self.assertAlmostEqual(s["steal_pct"], 5.0)
+        self.assertAlmostEqual(s["own_pct"], 30.0)
+        self.assertAlmostEqual(s["other_pct"], 45.0)
+        lines, _ = load.describe(start, end, 6.0)
+        self.assertIn("on 2 CPUs", lines["load at start"])
+        self.assertTrue(lines["load at end"].startswith("3.00 / 2.00 / 1.00"))
+        self.assertIn("75% busy", lines["CPU use over the timed runs"])
+
+    def test_no_proc_stat(self):
+        s = load.summarize({"time": 0.0, "stat": None}, {"time": 1.0, "stat": None}, 1.0)
+        self.assertNotIn("busy_pct", s)
+
+
+class SourcePeersTest(unittest.TestCase):
+    def test_built_skipped_and_not_built(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.mkdir(os.path.join(d, "peers"))
+            for name, text in (("mimalloc3.so", ""), ("mimalloc3.version", "mimalloc 3.3.2\n"),
+                               ("snmalloc.skipped", "CMake build failed\n")):
+                with open(os.path.join(d, "peers", name), "w") as f:
+                    f.write(text)
+            found, skipped = allocators.source_peers(d)
+            self.assertEqual([(a.name, a.version) for a in found], [("mimalloc3", "mimalloc 3.3.2")])
+            why = dict(skipped)
+            self.assertEqual(why["snmalloc"], "CMake build failed")
+            self.assertIn("build-peers.sh", why["rpmalloc"])
+            self.assertEqual(set(why), set(allocators.SOURCE_PEERS) - {"mimalloc3"})
 
 
 class ParseTest(unittest.TestCase):
