@@ -1,77 +1,29 @@
-// The tenon_* C API (libtenon.a and libtenon.so): standard semantics, see
-// docs/api.md for every edge case.
-#include <errno.h>
-#include <stdint.h>
-
-#include "frontend/alloc_api.h"
-#include "platform/os.h"
+// The tenon_* C API (libtenon.a and libtenon.so): the standard semantics of
+// <tenon/export_malloc.hpp> over the default composition, under names that
+// do not replace the system allocator. docs/api.md lists every edge case.
 #include "tenon/tenon.h"
 
-using namespace tenon;
+#include "tenon/layer.hpp"
+
+using api_t = tenon::standard_api<tenon::default_allocator>;
 
 extern "C" {
 
-TENON_API void* tenon_malloc(size_t n) { return api::alloc(n); }
-
-TENON_API void* tenon_calloc(size_t count, size_t size) { return api::zalloc(count, size); }
-
-TENON_API void* tenon_realloc(void* p, size_t n) { return api::realloc(p, n); }
-
-TENON_API void* tenon_reallocarray(void* p, size_t count, size_t size) {
-  size_t n;
-  if (__builtin_mul_overflow(count, size, &n)) {
-    errno = ENOMEM;
-    return nullptr;
-  }
-  return api::realloc(p, n);
-}
-
-TENON_API void tenon_free(void* p) { api::dealloc(p); }
-
-TENON_API void tenon_free_sized(void* p, size_t) { api::dealloc(p); }
-
-TENON_API void tenon_free_aligned_sized(void* p, size_t, size_t) { api::dealloc(p); }
-
-TENON_API void* tenon_aligned_alloc(size_t align, size_t n) {
-  if (!api::valid_alignment(align)) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  return api::alloc_aligned(align, n);
-}
-
-TENON_API int tenon_posix_memalign(void** out, size_t align, size_t n) {
-  if (!api::valid_alignment(align) || align < sizeof(void*)) return EINVAL;
-  int saved = errno;
-  void* p = api::alloc_aligned(align, n);
-  if (!p) {
-    errno = saved;  // posix_memalign reports through its result, not errno
-    return ENOMEM;
-  }
-  *out = p;
-  return 0;
-}
-
-TENON_API void* tenon_memalign(size_t align, size_t n) { return tenon_aligned_alloc(align, n); }
-
-TENON_API void* tenon_valloc(size_t n) { return api::alloc_aligned(os::page_size(), n); }
-
-TENON_API void* tenon_pvalloc(size_t n) {
-  size_t page = os::page_size();
-  if (n > SIZE_MAX - page) {
-    errno = ENOMEM;
-    return nullptr;
-  }
-  size_t rounded = n == 0 ? page : (n + page - 1) & ~(page - 1);
-  return api::alloc_aligned(page, rounded);
-}
-
-TENON_API size_t tenon_malloc_usable_size(const void* p) { return api::usable_size(p); }
-
-TENON_API int tenon_malloc_trim(size_t) { return api::trim(); }
-
-TENON_API int tenon_owns(const void* p) { return api::owns(p); }
-
-TENON_API void tenon_stats_print(void) { stats_print_all(); }
+TENON_API void* tenon_malloc(size_t n) { return api_t::malloc(n); }
+TENON_API void* tenon_calloc(size_t count, size_t size) { return api_t::calloc(count, size); }
+TENON_API void* tenon_realloc(void* p, size_t n) { return api_t::realloc(p, n); }
+TENON_API void* tenon_reallocarray(void* p, size_t count, size_t size) { return api_t::reallocarray(p, count, size); }
+TENON_API void tenon_free(void* p) { api_t::free(p); }
+TENON_API void tenon_free_sized(void* p, size_t n) { api_t::free_sized(p, n); }
+TENON_API void tenon_free_aligned_sized(void* p, size_t align, size_t n) { api_t::free_aligned_sized(p, align, n); }
+TENON_API void* tenon_aligned_alloc(size_t align, size_t n) { return api_t::aligned_alloc(align, n); }
+TENON_API int tenon_posix_memalign(void** out, size_t align, size_t n) { return api_t::posix_memalign(out, align, n); }
+TENON_API void* tenon_memalign(size_t align, size_t n) { return api_t::memalign(align, n); }
+TENON_API void* tenon_valloc(size_t n) { return api_t::valloc(n); }
+TENON_API void* tenon_pvalloc(size_t n) { return api_t::pvalloc(n); }
+TENON_API size_t tenon_malloc_usable_size(const void* p) { return api_t::malloc_usable_size(p); }
+TENON_API int tenon_malloc_trim(size_t pad) { return api_t::malloc_trim(pad); }
+TENON_API int tenon_owns(const void* p) { return tenon::api::owns(p); }
+TENON_API void tenon_stats_print(void) { tenon::stats_print_all(); }
 
 }  // extern "C"

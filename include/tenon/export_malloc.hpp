@@ -1,0 +1,239 @@
+// The standard allocation functions over any layer, and TENON_EXPORT_MALLOC.
+//
+// `standard_api<L>` gives the C and C++ functions their exact standard
+// answers (overflow, alignment and errno checks, realloc's edge cases, the
+// operator new handler loop) on top of a layer, which then only ever sees
+// valid requests. TENON_EXPORT_MALLOC(T), written once in one translation
+// unit of a shared library, defines every standard name from it; preload the
+// library (or link it first) and it replaces the system allocator.
+// Included by <tenon/layer.hpp>.
+#pragma once
+#include <errno.h>
+#include <malloc.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cstddef>
+#include <new>
+
+#include "platform/os.h"
+
+namespace tenon {
+
+template <layer L>
+struct layer_ops;
+
+namespace detail {
+
+inline bool is_power_of_two(std::size_t a) { return a != 0 && (a & (a - 1)) == 0; }
+
+// operator new's failure paths (out of line: src/frontend/new_handler.cpp).
+// The handler of the running program, or nullptr (also when libstdc++ is not
+// loaded: a C program).
+std::new_handler current_new_handler() noexcept;
+// Throws std::bad_alloc through libstdc++, or aborts with a message when no
+// libstdc++ is loaded to throw it.
+[[noreturn]] void throw_bad_alloc();
+// A nothrow form failed while a new_handler is installed (which may throw):
+// the next definition of `symbol` in line (libstdc++'s) runs the handler
+// loop around the throwing form inside its own try/catch. nullptr if none.
+void* next_nothrow_new(const char* symbol, std::size_t n) noexcept;
+void* next_nothrow_new_aligned(const char* symbol, std::size_t n, std::align_val_t al) noexcept;
+
+}  // namespace detail
+
+template <layer L>
+struct standard_api {
+  using ops = layer_ops<L>;
+
+  static void* malloc(std::size_t n) noexcept { return L::alloc(n); }
+  static void free(void* p) noexcept { L::dealloc(p); }
+  static void free_sized(void* p, std::size_t n) noexcept { ops::dealloc_sized(p, n); }
+  static void free_aligned_sized(void* p, std::size_t align, std::size_t n) noexcept {
+    ops::dealloc_aligned_sized(p, align, n);
+  }
+
+  static void* calloc(std::size_t count, std::size_t size) noexcept {
+    std::size_t n;
+    if (__builtin_mul_overflow(count, size, &n)) return enomem();
+    return ops::alloc_zeroed(n);
+  }
+
+  static void* realloc(void* p, std::size_t n) noexcept {
+    if (!p) return L::alloc(n);
+    if (n > PTRDIFF_MAX) return enomem();  // no block can be that big; p stays as it is
+    if (n == 0) {  // free p, return a unique minimal block as malloc(0) does
+      L::dealloc(p);
+      return L::alloc(0);
+    }
+    return ops::realloc(p, n);
+  }
+
+  static void* reallocarray(void* p, std::size_t count, std::size_t size) noexcept {
+    std::size_t n;
+    if (__builtin_mul_overflow(count, size, &n)) return enomem();
+    return realloc(p, n);
+  }
+
+  static void* aligned_alloc(std::size_t align, std::size_t n) noexcept {
+    if (!detail::is_power_of_two(align)) {
+      errno = EINVAL;
+      return nullptr;
+    }
+    return aligned(align, n);
+  }
+
+  static void* memalign(std::size_t align, std::size_t n) noexcept { return aligned_alloc(align, n); }
+
+  static int posix_memalign(void** out, std::size_t align, std::size_t n) noexcept {
+    if (!detail::is_power_of_two(align) || align < sizeof(void*)) return EINVAL;
+    int saved = errno;
+    void* p = aligned(align, n);
+    if (!p) {
+      errno = saved;  // posix_memalign reports through its result, not errno
+      return ENOMEM;
+    }
+    *out = p;
+    return 0;
+  }
+
+  static void* valloc(std::size_t n) noexcept { return aligned(os::page_size(), n); }
+
+  static void* pvalloc(std::size_t n) noexcept {
+    std::size_t page = os::page_size();
+    if (n > SIZE_MAX - page) return enomem();
+    std::size_t rounded = n == 0 ? page : (n + page - 1) & ~(page - 1);
+    return aligned(page, rounded);
+  }
+
+  static std::size_t malloc_usable_size(const void* p) noexcept { return L::usable_size(p); }
+  static int malloc_trim(std::size_t pad) noexcept { return ops::trim(pad); }
+
+  // operator new: on failure call the new_handler and retry while one is
+  // installed; with none, throw std::bad_alloc.
+  static void* op_new(std::size_t n) {
+    if (void* p = L::alloc(n)) return p;
+    return handler_loop([n] { return L::alloc(n); });
+  }
+  static void* op_new_aligned(std::size_t n, std::align_val_t al) {
+    return handler_loop([=] { return new_aligned(n, al); });
+  }
+  static void* op_new_nothrow(std::size_t n, const char* next_symbol) noexcept {
+    if (void* p = L::alloc(n)) return p;
+    return detail::current_new_handler() ? detail::next_nothrow_new(next_symbol, n) : nullptr;
+  }
+  static void* op_new_aligned_nothrow(std::size_t n, std::align_val_t al, const char* next_symbol) noexcept {
+    if (void* p = new_aligned(n, al)) return p;
+    return detail::current_new_handler() ? detail::next_nothrow_new_aligned(next_symbol, n, al) : nullptr;
+  }
+
+ private:
+  static void* enomem() noexcept {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  // align is a power of two. Sizes past PTRDIFF_MAX are refused here, so
+  // that no layer has to round one up to its alignment and wrap.
+  static void* aligned(std::size_t align, std::size_t n) noexcept {
+    if (n > PTRDIFF_MAX || align > PTRDIFF_MAX) return enomem();
+    return L::alloc_aligned(align, n);
+  }
+  static void* new_aligned(std::size_t n, std::align_val_t al) noexcept {
+    auto a = static_cast<std::size_t>(al);
+    return detail::is_power_of_two(a) ? aligned(a, n) : nullptr;
+  }
+  template <class Alloc>
+  static void* handler_loop(Alloc alloc) {
+    for (;;) {
+      if (void* p = alloc()) return p;
+      std::new_handler handler = detail::current_new_handler();
+      if (!handler) detail::throw_bad_alloc();
+      handler();
+    }
+  }
+};
+
+}  // namespace tenon
+
+#define TENON_EXPORTED __attribute__((visibility("default")))
+
+// Every standard allocation name from the composition T (C names, then all
+// twenty replaceable operator new/delete forms). Use once per shared library,
+// at namespace scope.
+#define TENON_EXPORT_MALLOC(T)                                                                                  \
+  extern "C" {                                                                                                  \
+  TENON_EXPORTED void* malloc(size_t n) noexcept { return ::tenon::standard_api<T>::malloc(n); }                \
+  TENON_EXPORTED void free(void* p) noexcept { ::tenon::standard_api<T>::free(p); }                             \
+  TENON_EXPORTED void* calloc(size_t c, size_t n) noexcept { return ::tenon::standard_api<T>::calloc(c, n); }   \
+  TENON_EXPORTED void* realloc(void* p, size_t n) noexcept { return ::tenon::standard_api<T>::realloc(p, n); }  \
+  TENON_EXPORTED void* reallocarray(void* p, size_t c, size_t n) noexcept {                                     \
+    return ::tenon::standard_api<T>::reallocarray(p, c, n);                                                     \
+  }                                                                                                             \
+  TENON_EXPORTED void free_sized(void* p, size_t n) noexcept { ::tenon::standard_api<T>::free_sized(p, n); }    \
+  TENON_EXPORTED void free_aligned_sized(void* p, size_t a, size_t n) noexcept {                                \
+    ::tenon::standard_api<T>::free_aligned_sized(p, a, n);                                                      \
+  }                                                                                                             \
+  TENON_EXPORTED void* aligned_alloc(size_t a, size_t n) noexcept {                                             \
+    return ::tenon::standard_api<T>::aligned_alloc(a, n);                                                       \
+  }                                                                                                             \
+  TENON_EXPORTED int posix_memalign(void** out, size_t a, size_t n) noexcept {                                  \
+    return ::tenon::standard_api<T>::posix_memalign(out, a, n);                                                 \
+  }                                                                                                             \
+  TENON_EXPORTED void* memalign(size_t a, size_t n) noexcept { return ::tenon::standard_api<T>::memalign(a, n); } \
+  TENON_EXPORTED void* valloc(size_t n) noexcept { return ::tenon::standard_api<T>::valloc(n); }                \
+  TENON_EXPORTED void* pvalloc(size_t n) noexcept { return ::tenon::standard_api<T>::pvalloc(n); }              \
+  TENON_EXPORTED size_t malloc_usable_size(void* p) noexcept {                                                  \
+    return ::tenon::standard_api<T>::malloc_usable_size(p);                                                     \
+  }                                                                                                             \
+  TENON_EXPORTED int malloc_trim(size_t pad) noexcept { return ::tenon::standard_api<T>::malloc_trim(pad); }    \
+  }                                                                                                             \
+  TENON_EXPORTED void* operator new(std::size_t n) { return ::tenon::standard_api<T>::op_new(n); }              \
+  TENON_EXPORTED void* operator new[](std::size_t n) { return ::tenon::standard_api<T>::op_new(n); }            \
+  TENON_EXPORTED void* operator new(std::size_t n, const std::nothrow_t&) noexcept {                            \
+    return ::tenon::standard_api<T>::op_new_nothrow(n, "_ZnwmRKSt9nothrow_t");                                  \
+  }                                                                                                             \
+  TENON_EXPORTED void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {                          \
+    return ::tenon::standard_api<T>::op_new_nothrow(n, "_ZnamRKSt9nothrow_t");                                  \
+  }                                                                                                             \
+  TENON_EXPORTED void* operator new(std::size_t n, std::align_val_t al) {                                       \
+    return ::tenon::standard_api<T>::op_new_aligned(n, al);                                                     \
+  }                                                                                                             \
+  TENON_EXPORTED void* operator new[](std::size_t n, std::align_val_t al) {                                     \
+    return ::tenon::standard_api<T>::op_new_aligned(n, al);                                                     \
+  }                                                                                                             \
+  TENON_EXPORTED void* operator new(std::size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {       \
+    return ::tenon::standard_api<T>::op_new_aligned_nothrow(n, al, "_ZnwmSt11align_val_tRKSt9nothrow_t");       \
+  }                                                                                                             \
+  TENON_EXPORTED void* operator new[](std::size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {     \
+    return ::tenon::standard_api<T>::op_new_aligned_nothrow(n, al, "_ZnamSt11align_val_tRKSt9nothrow_t");       \
+  }                                                                                                             \
+  TENON_EXPORTED void operator delete(void* p) noexcept { ::tenon::standard_api<T>::free(p); }                  \
+  TENON_EXPORTED void operator delete[](void* p) noexcept { ::tenon::standard_api<T>::free(p); }                \
+  TENON_EXPORTED void operator delete(void* p, const std::nothrow_t&) noexcept {                                \
+    ::tenon::standard_api<T>::free(p);                                                                          \
+  }                                                                                                             \
+  TENON_EXPORTED void operator delete[](void* p, const std::nothrow_t&) noexcept {                              \
+    ::tenon::standard_api<T>::free(p);                                                                          \
+  }                                                                                                             \
+  TENON_EXPORTED void operator delete(void* p, std::size_t n) noexcept {                                        \
+    ::tenon::standard_api<T>::free_sized(p, n);                                                                 \
+  }                                                                                                             \
+  TENON_EXPORTED void operator delete[](void* p, std::size_t n) noexcept {                                      \
+    ::tenon::standard_api<T>::free_sized(p, n);                                                                 \
+  }                                                                                                             \
+  TENON_EXPORTED void operator delete(void* p, std::align_val_t) noexcept { ::tenon::standard_api<T>::free(p); } \
+  TENON_EXPORTED void operator delete[](void* p, std::align_val_t) noexcept {                                   \
+    ::tenon::standard_api<T>::free(p);                                                                          \
+  }                                                                                                             \
+  TENON_EXPORTED void operator delete(void* p, std::size_t n, std::align_val_t al) noexcept {                   \
+    ::tenon::standard_api<T>::free_aligned_sized(p, static_cast<std::size_t>(al), n);                           \
+  }                                                                                                             \
+  TENON_EXPORTED void operator delete[](void* p, std::size_t n, std::align_val_t al) noexcept {                 \
+    ::tenon::standard_api<T>::free_aligned_sized(p, static_cast<std::size_t>(al), n);                           \
+  }                                                                                                             \
+  TENON_EXPORTED void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept {              \
+    ::tenon::standard_api<T>::free(p);                                                                          \
+  }                                                                                                             \
+  TENON_EXPORTED void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {            \
+    ::tenon::standard_api<T>::free(p);                                                                          \
+  }

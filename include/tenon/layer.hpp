@@ -1,0 +1,183 @@
+// <tenon/layer.hpp>: build an allocator from layers.
+//
+// A layer is a type with static, noexcept functions (no instance: a
+// composition is resolved at compile time and costs no instruction of its
+// own). `tenon::layer` states what every layer provides; `pass_through<Inner>`
+// forwards all of it, so a layer derives from it and overrides only what it
+// changes:
+//
+//   template <class I> struct counting : tenon::pass_through<I> {
+//     static void* alloc(std::size_t n) noexcept { ++g_allocs; return I::alloc(n); }
+//   };
+//   TENON_EXPORT_MALLOC(counting<tenon::default_allocator>)   // in one .cpp
+//
+// `tenon::default_allocator` is what libtenon.so exports; TENON_EXPORT_MALLOC
+// (<tenon/export_malloc.hpp>, included below) turns any composition into the
+// standard malloc/free/new/delete names. docs/layers.md teaches the rest.
+#pragma once
+#include <concepts>
+#include <cstddef>
+#include <cstring>
+
+namespace tenon {
+
+// What every layer provides. Callers (the standard names, an outer layer)
+// have already checked what the C standard asks of the arguments: `align` is
+// a power of two, sizes are at most PTRDIFF_MAX.
+template <class L>
+concept layer = requires(std::size_t n, std::size_t align, void* p, const void* cp) {
+  // A block of at least n bytes (n == 0 too: a unique block), aligned to at least 16 bytes when n >= 16, else 8; nullptr with errno = ENOMEM when none can be had.
+  { L::alloc(n) } noexcept -> std::same_as<void*>;
+  // A block of at least n bytes whose address is a multiple of `align`; nullptr with errno = ENOMEM.
+  { L::alloc_aligned(align, n) } noexcept -> std::same_as<void*>;
+  // Give back a block this layer handed out; nullptr does nothing; errno is left as it was.
+  { L::dealloc(p) } noexcept -> std::same_as<void>;
+  // Bytes usable from the start of a block this layer handed out (at least what was asked); 0 for nullptr.
+  { L::usable_size(cp) } noexcept -> std::same_as<std::size_t>;
+};
+
+// Optional operations (hooks). A layer that defines one is asked for it; a
+// layer that does not gets the generic form built from its four required
+// functions (see layer_ops below). Each hook's contract:
+//   void* realloc(void* p, std::size_t n)   p a live block (not nullptr), 0 < n <= PTRDIFF_MAX: the block
+//                                           resized or moved with its first min(old, n) bytes; nullptr with
+//                                           errno = ENOMEM and p untouched when it cannot be done.
+//   void* alloc_zeroed(std::size_t n)       as alloc, the first n bytes zero (calloc).
+//   void dealloc_sized(void* p, std::size_t n)                       n: the size asked for p.
+//   void dealloc_aligned_sized(void* p, std::size_t align, std::size_t n)   p from alloc_aligned(align, n).
+//   int trim(std::size_t pad)               give free memory back to the OS; 1 if any was, else 0.
+template <layer Inner>
+struct pass_through;
+
+namespace detail {
+
+template <class L>
+concept wraps = requires { typename L::inner; } && layer<typename L::inner>;
+
+// L keeps its inner layer's blocks as they are: it inherits all four
+// required functions from pass_through<inner>. Only then may it also inherit
+// the inner layer's hooks: a layer that changes alloc or dealloc (counts,
+// pads, checks) must not have its blocks resized or freed behind its back by
+// the inner layer's realloc or sized free.
+template <class L>
+consteval bool forwards_blocks() {
+  if constexpr (wraps<L>) {
+    using base = pass_through<typename L::inner>;
+    return &L::alloc == &base::alloc && &L::alloc_aligned == &base::alloc_aligned &&
+           &L::dealloc == &base::dealloc && &L::usable_size == &base::usable_size;
+  } else {
+    return false;
+  }
+}
+
+// A hook of L applies if L wrote it itself, or inherited it from a
+// pass_through while forwarding its blocks unchanged.
+template <class L>
+consteval bool hook_applies(auto own, auto inherited) {
+  return own != inherited || forwards_blocks<L>();
+}
+
+}  // namespace detail
+
+// Every operation of a layer: its own where it has them (as above), the
+// generic forms elsewhere. Outer layers and the standard names call these.
+template <layer L>
+struct layer_ops {
+  static void* alloc(std::size_t n) noexcept { return L::alloc(n); }
+  static void* alloc_aligned(std::size_t align, std::size_t n) noexcept { return L::alloc_aligned(align, n); }
+  static void dealloc(void* p) noexcept { L::dealloc(p); }
+  static std::size_t usable_size(const void* p) noexcept { return L::usable_size(p); }
+
+  static void* realloc(void* p, std::size_t n) noexcept {
+    if constexpr (has_realloc()) {
+      return L::realloc(p, n);
+    } else {
+      void* q = L::alloc(n);
+      if (!q) return nullptr;
+      std::size_t old = L::usable_size(p);
+      std::memcpy(q, p, old < n ? old : n);
+      L::dealloc(p);
+      return q;
+    }
+  }
+
+  static void* alloc_zeroed(std::size_t n) noexcept {
+    if constexpr (has_alloc_zeroed()) {
+      return L::alloc_zeroed(n);
+    } else {
+      void* p = L::alloc(n);
+      if (p) std::memset(p, 0, n);
+      return p;
+    }
+  }
+
+  static void dealloc_sized(void* p, std::size_t n) noexcept {
+    if constexpr (has_dealloc_sized()) L::dealloc_sized(p, n);
+    else L::dealloc(p);
+  }
+
+  static void dealloc_aligned_sized(void* p, std::size_t align, std::size_t n) noexcept {
+    if constexpr (has_dealloc_aligned_sized()) L::dealloc_aligned_sized(p, align, n);
+    else L::dealloc(p);
+  }
+
+  static int trim(std::size_t pad) noexcept {
+    if constexpr (has_trim()) return L::trim(pad);
+    else return 0;
+  }
+
+ private:
+  // One test per hook: L has it, and (for a wrapper) it applies.
+  static consteval bool has_realloc() {
+    if constexpr (!requires(void* p, std::size_t n) { { L::realloc(p, n) } noexcept -> std::same_as<void*>; }) return false;
+    else if constexpr (!detail::wraps<L>) return true;
+    else return detail::hook_applies<L>(&L::realloc, &pass_through<typename L::inner>::realloc);
+  }
+  static consteval bool has_alloc_zeroed() {
+    if constexpr (!requires(std::size_t n) { { L::alloc_zeroed(n) } noexcept -> std::same_as<void*>; }) return false;
+    else if constexpr (!detail::wraps<L>) return true;
+    else return detail::hook_applies<L>(&L::alloc_zeroed, &pass_through<typename L::inner>::alloc_zeroed);
+  }
+  static consteval bool has_dealloc_sized() {
+    if constexpr (!requires(void* p, std::size_t n) { { L::dealloc_sized(p, n) } noexcept; }) return false;
+    else if constexpr (!detail::wraps<L>) return true;
+    else return detail::hook_applies<L>(&L::dealloc_sized, &pass_through<typename L::inner>::dealloc_sized);
+  }
+  static consteval bool has_dealloc_aligned_sized() {
+    if constexpr (!requires(void* p, std::size_t a, std::size_t n) { { L::dealloc_aligned_sized(p, a, n) } noexcept; })
+      return false;
+    else if constexpr (!detail::wraps<L>) return true;
+    else
+      return detail::hook_applies<L>(&L::dealloc_aligned_sized,
+                                     &pass_through<typename L::inner>::dealloc_aligned_sized);
+  }
+  static consteval bool has_trim() {
+    if constexpr (!requires(std::size_t n) { { L::trim(n) } noexcept -> std::same_as<int>; }) return false;
+    else if constexpr (!detail::wraps<L>) return true;
+    else return detail::hook_applies<L>(&L::trim, &pass_through<typename L::inner>::trim);
+  }
+};
+
+// Forwards everything to Inner. Derive from it and override what your layer
+// changes; call the next layer as Inner::f (or layer_ops<Inner>::f for a hook
+// Inner may not define).
+template <layer Inner>
+struct pass_through {
+  using inner = Inner;
+  static void* alloc(std::size_t n) noexcept { return Inner::alloc(n); }
+  static void* alloc_aligned(std::size_t align, std::size_t n) noexcept { return Inner::alloc_aligned(align, n); }
+  static void dealloc(void* p) noexcept { Inner::dealloc(p); }
+  static std::size_t usable_size(const void* p) noexcept { return Inner::usable_size(p); }
+  static void* realloc(void* p, std::size_t n) noexcept { return layer_ops<Inner>::realloc(p, n); }
+  static void* alloc_zeroed(std::size_t n) noexcept { return layer_ops<Inner>::alloc_zeroed(n); }
+  static void dealloc_sized(void* p, std::size_t n) noexcept { layer_ops<Inner>::dealloc_sized(p, n); }
+  static void dealloc_aligned_sized(void* p, std::size_t align, std::size_t n) noexcept {
+    layer_ops<Inner>::dealloc_aligned_sized(p, align, n);
+  }
+  static int trim(std::size_t pad) noexcept { return layer_ops<Inner>::trim(pad); }
+};
+
+}  // namespace tenon
+
+#include "tenon/default_allocator.hpp"
+#include "tenon/export_malloc.hpp"
