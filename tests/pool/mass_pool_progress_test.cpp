@@ -104,8 +104,8 @@ void phase_one_and_two(Pool* pool);
   if (dense) {
     // Dense mode has one shared lane: the victim parks either before its CAS
     // that installs the next block (its first emplace installs block 0) or
-    // while it maps and faults in the next block (its third emplace takes the
-    // middle slot of block 0). Everybody else then shares that lane.
+    // while it maps and faults in the block after the one it installed (its
+    // fifth emplace installs block 1). Everybody else then shares that lane.
     std::thread([pool] {
       t_role = victim;
       for (int i = 0; i < 100 && !g_parked.load(); ++i) pool->emplace(std::uint64_t{3});
