@@ -566,6 +566,8 @@ inline constexpr keep_memory_t keep_memory{};
 //    indices are unique; an element's address never changes until clear().
 //  - size(), iteration and clear() see every element whose emplace() has
 //    returned (happens-before), and must not run concurrently with emplace().
+//    An emplace() that never finishes (its thread frozen, or cut off by fork)
+//    leaves them nothing to see but the slot it may be constructing.
 //  - Indices are dense except for the unfilled tail of each lane's current
 //    block: with one emplacing thread they are exactly 0 .. size()-1. The
 //    iterators skip those tails: they visit every element once, in index
@@ -639,7 +641,8 @@ class mass_pool {
   }
 
   // Elements constructed since the last clear(). O(lanes), not a counter
-  // (a shared counter is exactly the per-element contention this avoids).
+  // (a shared counter is exactly the per-element contention this avoids);
+  // O(blocks) while a block refill is unfinished, or after one never finished.
   size_type size() const noexcept { return size_type(core_.size()); }
   bool empty() const noexcept { return size() == 0; }
   static constexpr std::uint64_t max_size() noexcept { return TENON_POOL_MAX_ELEMENTS; }
