@@ -258,7 +258,8 @@ class pool_core {
     const std::uint64_t claimed = blocks_in_use();
     unsigned p = 0;
     for (std::uint64_t k = 0; k < claimed; ++k) {
-      std::uint32_t filled = dense_ || full_[k].load(std::memory_order_relaxed) ? block_end(std::uint32_t(k)) : 0;
+      const bool full = dense_ || full_[k].load(std::memory_order_relaxed);
+      std::uint32_t filled = full ? block_end(std::uint32_t(k)) : 0;
       while (p < np && (partial[p] >> 32) < k) ++p;
       if (p < np && (partial[p] >> 32) == k)
         filled = std::min(block_end(std::uint32_t(k)), std::uint32_t(partial[p]));

@@ -304,12 +304,14 @@ INSTANTIATE_TEST_SUITE_P(Steps, MassPoolProgress, ::testing::ValuesIn(kSteps),
     const std::uint64_t n = pool->size();
     if (n != 10) fail(4, "fork child", "size()", long(n), 10);
     pool->clear(tenon::keep_memory);
-    if (pool->size() != 0 || pool->begin() != pool->end()) fail(6, "fork child", "size() after clear", long(pool->size()), 0);
+    if (pool->size() != 0 || pool->begin() != pool->end())
+      fail(6, "fork child", "size() after clear", long(pool->size()), 0);
     for (std::uint64_t i = 1; i <= 10; ++i) pool->emplace(i);
     if (pool->size() != 10 || std::uint64_t(pool->end() - pool->begin()) != 10)
       fail(6, "fork child", "size() after refill", long(pool->size()), 10);
     pool->clear();
-    if (pool->size() != 0 || pool->begin() != pool->end()) fail(6, "fork child", "size() after clear", long(pool->size()), 0);
+    if (pool->size() != 0 || pool->begin() != pool->end())
+      fail(6, "fork child", "size() after clear", long(pool->size()), 0);
     _exit(0);
   }
   int st = 0;
