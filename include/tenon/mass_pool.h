@@ -60,7 +60,10 @@ TENON_API void* tenon_pool_alloc(tenon_pool* pool, uint32_t* index_out);
 TENON_API void* tenon_pool_at(const tenon_pool* pool, uint32_t index);
 
 /* Number of slots handed out since the last clear. Exact when no
- * tenon_pool_alloc runs concurrently; O(lanes) (64 loads), not O(1). */
+ * tenon_pool_alloc runs concurrently; a call that never returns (its thread
+ * frozen, or cut off by fork) counts at most the one slot it claimed, never
+ * a block. O(lanes) (64 loads), not O(1); O(blocks) until the next clear
+ * after a call stopped inside a block refill. */
 TENON_API size_t tenon_pool_size(const tenon_pool* pool);
 
 /* Release every slot; the pool is empty and reusable. O(blocks). */

@@ -76,6 +76,12 @@ inline void pool_step(const char* name) noexcept {
 // lane, the loser pushes its block onto a lock-free spare stack, where the
 // next refill anywhere finds it. Nobody ever waits for anybody.
 //
+// What holds elements: each lane's current block (up to its count) and every
+// block a lane has used up (marked full before the CAS that replaces it). A
+// block taken but not yet installed holds nothing, so a refill frozen (or cut
+// off by fork) between the two leaves no phantom: walks skip that block, and
+// size() walks blocks instead of lanes while any refill is unfinished.
+//
 // Dense mode (tenon::dense_indices) uses lane 0 only, claims with fetch_add
 // and numbers blocks by succession: exact density, shared contention.
 class pool_core {
@@ -104,9 +110,10 @@ class pool_core {
     while (seg_shift_ < 10 && (block_bytes_ << (seg_shift_ + 1)) <= kSegmentBytes) ++seg_shift_;
     seg_bytes_ = block_bytes_ << seg_shift_;
     const std::size_t seg_entries = (std::size_t{dir_entries_} + (1u << seg_shift_) - 1) >> seg_shift_;
-    // One lazily committed reservation: block bases, spare links, segment bases
-    // (dir_entries_ is a power of two >= 256, so every array stays 8-aligned).
-    dir_bytes_ = round_up(std::size_t{dir_entries_} * (sizeof(void*) + sizeof(std::uint32_t)) +
+    // One lazily committed reservation: block bases, spare links, segment bases,
+    // full marks (dir_entries_ is a power of two >= 256, so every array stays
+    // 8-aligned).
+    dir_bytes_ = round_up(std::size_t{dir_entries_} * (sizeof(void*) + sizeof(std::uint32_t) + 1) +
                               seg_entries * sizeof(void*), 4096);
     void* d = tenon_pool_reserve_block(dir_bytes_, 0);
     if (!d) return false;
@@ -115,10 +122,13 @@ class pool_core {
         static_cast<char*>(d) + std::size_t{dir_entries_} * sizeof(void*));
     seg_ = reinterpret_cast<std::atomic<char*>*>(
         static_cast<char*>(d) + std::size_t{dir_entries_} * (sizeof(void*) + sizeof(std::uint32_t)));
+    full_ = reinterpret_cast<std::atomic<std::uint8_t>*>(reinterpret_cast<char*>(seg_) +
+                                                         seg_entries * sizeof(void*));
     set_limit(TENON_POOL_MAX_ELEMENTS);
     next_block_.store(0, std::memory_order_relaxed);
     spare_head_.store(0, std::memory_order_relaxed);
     spare_slots_.store(0, std::memory_order_relaxed);
+    refills_in_flight_.store(0, std::memory_order_relaxed);
     for (auto& l : lanes_) l.word.store(exhausted(), std::memory_order_relaxed);
     return true;
   }
@@ -132,18 +142,19 @@ class pool_core {
   }
 
   // Empties the pool; indices start at 0 again. O(blocks). Not concurrent
-  // with anything. Gives every block back to the OS, or with keep_memory
-  // keeps them mapped (and their pages resident) for the next fill, which
-  // then finds block k's memory already in the directory and faults nothing.
+  // with anything (an emplace frozen for good, or cut off by fork, does not
+  // count: what it claimed is simply dropped). Gives every block back to the
+  // OS, or with keep_memory keeps them mapped (and their pages resident) for
+  // the next fill, which then finds block k's memory already in the directory
+  // and faults nothing.
   void reset(bool keep_memory = false) noexcept {
     // Blocks that may have memory: those used now, one more (dense mode may
     // have mapped the next block ahead), and any kept by earlier fills.
     const std::uint64_t mapped = std::max<std::uint64_t>(
         kept_blocks_, std::min<std::uint64_t>(blocks_in_use() + 1, dir_entries_));
+    for (std::uint64_t k = 0; k < mapped; ++k) full_[k].store(0, std::memory_order_relaxed);
     if (keep_memory) {
-      for (std::uint64_t k = 0; k < mapped; ++k)  // drop spare marks, keep bases
-        dir_[k].store(untag(dir_[k].load(std::memory_order_relaxed)), std::memory_order_relaxed);
-      kept_blocks_ = mapped;
+      kept_blocks_ = mapped;  // the bases stay in the directory
     } else {
       for (std::uint64_t k = 0; k < mapped; ++k) dir_[k].store(nullptr, std::memory_order_relaxed);
       // One munmap per segment (up to 32 blocks of 2 MiB): the kernel's fixed
@@ -158,6 +169,7 @@ class pool_core {
     next_block_.store(0, std::memory_order_relaxed);
     spare_slots_.store(0, std::memory_order_relaxed);
     spare_head_.store(0, std::memory_order_relaxed);
+    refills_in_flight_.store(0, std::memory_order_relaxed);
     for (auto& l : lanes_) l.word.store(exhausted(), std::memory_order_relaxed);
   }
 
@@ -201,8 +213,9 @@ class pool_core {
   }
 
   // Number of slots handed out: every index below the claimed frontier,
-  // minus the unfilled tails of lane blocks and the spare blocks. O(lanes).
-  // Exact when no acquire() runs concurrently.
+  // minus the unfilled tails of lane blocks and the spare blocks. O(lanes),
+  // or O(blocks) while a refill is unfinished. Exact when no acquire() runs
+  // concurrently; one frozen for good (or cut off by fork) adds nothing.
   std::uint64_t size() const noexcept {
     // Signed and clamped: under concurrent acquire() the parts are read at
     // different moments, and an estimate must not wrap around.
@@ -214,12 +227,24 @@ class pool_core {
       holes += block_end(k) - std::min(std::uint32_t(w), block_end(k));
     }
     const std::int64_t total = std::int64_t(frontier()) - holes;  // read last: it only grows
+    // A refill between taking a block and installing it (or pushing it back)
+    // holds a block that the lanes do not show, which the subtraction above
+    // counts as full: then count what the blocks hold. Read after the parts
+    // above (all acquire): a refill whose trace they saw is counted here (see
+    // take_block), and one that is over has left no such block.
+    if (refills_in_flight_.load(std::memory_order_acquire) != 0) {
+      std::uint64_t n = 0;
+      for_each_filled([&n](std::uint64_t, std::uint32_t count) { n += count; });
+      return n;
+    }
     return total < 0 ? 0 : std::uint64_t(total);
   }
 
   // Calls f(first_index, count) for the filled part of every claimed block,
-  // in index order, skipping empty ones. A block is full unless it is a
-  // lane's current block (filled up to the lane's count) or a spare (empty).
+  // in index order, skipping empty ones. A lane's current block is filled up
+  // to the lane's count; any other block is full if a lane used it up (in
+  // dense mode every block below the lane's is) and empty otherwise: a spare,
+  // or a block whose refill has not installed it (and, if frozen, never will).
   // O(blocks); meaningful when no acquire() runs. Allocates nothing.
   template <class F>
   void for_each_filled(F&& f) const {
@@ -233,10 +258,11 @@ class pool_core {
     const std::uint64_t claimed = blocks_in_use();
     unsigned p = 0;
     for (std::uint64_t k = 0; k < claimed; ++k) {
-      std::uint32_t filled = block_end(std::uint32_t(k));
+      const bool full = dense_ || full_[k].load(std::memory_order_relaxed);
+      std::uint32_t filled = full ? block_end(std::uint32_t(k)) : 0;
       while (p < np && (partial[p] >> 32) < k) ++p;
-      if (p < np && (partial[p] >> 32) == k) filled = std::min(filled, std::uint32_t(partial[p]));
-      if (is_spare(dir_[k].load(std::memory_order_relaxed))) filled = 0;
+      if (p < np && (partial[p] >> 32) == k)
+        filled = std::min(block_end(std::uint32_t(k)), std::uint32_t(partial[p]));
       if (filled) f(k << shift_, filled);
     }
   }
@@ -286,14 +312,6 @@ class pool_core {
     return s;
   }
 
-  static constexpr std::uintptr_t kSpareTag = 1;
-  static bool is_spare(const char* base) noexcept {
-    return (reinterpret_cast<std::uintptr_t>(base) & kSpareTag) != 0;
-  }
-  static char* untag(char* base) noexcept {
-    return reinterpret_cast<char*>(reinterpret_cast<std::uintptr_t>(base) & ~kSpareTag);
-  }
-
   std::uint64_t exhausted() const noexcept { return block_elems_; }
 
   bool has_room(std::uint64_t w) const noexcept {
@@ -302,10 +320,14 @@ class pool_core {
     return used < block_elems_ && first + used < limit_;
   }
 
+  // The two writes by which size() can tell that a block was taken (the
+  // block counter here, spare_slots_ in pop_spare) are releases: whoever sees
+  // them sees this refill counted in refills_in_flight_. So does a fork
+  // child, whose memory may hold only part of what a running thread wrote.
   bool take_block(std::uint32_t& k) noexcept {
     if (pop_spare(k)) return true;
     if (next_block_.load(std::memory_order_relaxed) >= nblocks_) return false;
-    const std::uint64_t n = next_block_.fetch_add(1, std::memory_order_relaxed);
+    const std::uint64_t n = next_block_.fetch_add(1, std::memory_order_release);
     if (n >= nblocks_) return false;
     k = std::uint32_t(n);
     return true;
@@ -313,11 +335,9 @@ class pool_core {
 
   // Treiber stack of block numbers; the head carries a 32-bit version tag
   // (ABA) and top + 1; links live in spare_next_, which is never freed.
-  // A spare block is also marked in the directory (bit 0 of its page-aligned
-  // base, set by the pusher and cleared by the popper, who each own the block
-  // at that moment), so walks over blocks see it without walking the stack.
+  // Walks over blocks need not find spares: a spare was never installed, so
+  // it is not full and holds nothing.
   void push_spare(std::uint32_t k) noexcept {
-    dir_[k].store(dir_[k].load(std::memory_order_relaxed) + kSpareTag, std::memory_order_relaxed);
     spare_slots_.fetch_add(block_end(k), std::memory_order_relaxed);
     std::uint64_t h = spare_head_.load(std::memory_order_relaxed);
     std::uint64_t nh;
@@ -338,17 +358,25 @@ class pool_core {
       if (spare_head_.compare_exchange_weak(h, nh, std::memory_order_acquire,
                                             std::memory_order_acquire)) {
         k = top;
-        char* tagged = dir_[k].load(std::memory_order_relaxed);
-        dir_[k].store(tagged - kSpareTag, std::memory_order_relaxed);
-        spare_slots_.fetch_sub(block_end(k), std::memory_order_relaxed);
+        spare_slots_.fetch_sub(block_end(k), std::memory_order_release);  // see take_block
         return true;
       }
     }
     return false;
   }
 
-  // Slow path: the lane's block is used up (or absent).
+  // Slow path: the lane's block is used up (or absent). From taking a block
+  // until installing it (or pushing it back) this thread holds a block that
+  // no lane shows; refills_in_flight_ tells size() so. A thread frozen here
+  // leaves it counted, which costs size() its O(lanes) shortcut, nothing else.
   __attribute__((noinline)) claim refill(lane& l, std::uint64_t w) noexcept {
+    refills_in_flight_.fetch_add(1, std::memory_order_relaxed);
+    const claim c = refill_lane(l, w);
+    refills_in_flight_.fetch_sub(1, std::memory_order_release);
+    return c;
+  }
+
+  claim refill_lane(lane& l, std::uint64_t w) noexcept {
     std::uint32_t k;
     if (!take_block(k)) return scavenge();
     pool_step("pool.refill.claimed");
@@ -360,15 +388,19 @@ class pool_core {
     pool_step("pool.refill.install");
     // Install the block with its first slot taken by us.
     const std::uint64_t fresh = (std::uint64_t{k + 1} << 32) | 1u;
-    while (!l.word.compare_exchange_weak(w, fresh, std::memory_order_acq_rel,
-                                         std::memory_order_relaxed)) {
+    for (;;) {
       if (has_room(w)) {  // another thread refilled this lane first
         refill_races_.fetch_add(1, std::memory_order_relaxed);
         push_spare(k);
         return {nullptr, TENON_POOL_NO_INDEX, retry};
       }
+      // The block we replace is used up: mark it full before it leaves the
+      // lane (the release CAS publishes the mark), so walks count it from
+      // then on. Other refillers of this lane may mark it too; all agree.
+      if ((w >> 32) != 0) full_[std::uint32_t(w >> 32) - 1].store(1, std::memory_order_relaxed);
+      if (l.word.compare_exchange_weak(w, fresh, std::memory_order_acq_rel, std::memory_order_relaxed))
+        return {base, k << shift_, ok};
     }
-    return {base, k << shift_, ok};
   }
 
   // Dense mode: every thread claims from lane 0 with one fetch_add, and the
@@ -382,13 +414,9 @@ class pool_core {
       // Acquire pairs with the release CAS that installed the block (the
       // fetch_adds in between continue its release sequence).
       const std::uint64_t w = l.word.fetch_add(1, std::memory_order_acquire);
-      if (has_room(w)) {
+      if (__builtin_expect(has_room(w), 1)) {
         const std::uint32_t k = std::uint32_t(w >> 32) - 1;
         const std::uint32_t used = std::uint32_t(w);
-        // Exactly one thread takes the middle slot; it maps and faults in the
-        // next block while the others keep claiming, so they do not all fault
-        // the same fresh page at once when the block turns over.
-        if (used == block_elems_ / 2) prepare_next_dense(k + 1);
         return {dir_[k].load(std::memory_order_relaxed) + std::size_t{used} * stride_,
                 (k << shift_) | used, ok};
       }
@@ -418,6 +446,11 @@ class pool_core {
   // The lane's block is used up (w: the word after our fetch_add). Install
   // block k + 1 by CAS; a failed CAS means another thread claimed a slot or
   // installed the block, so this loop only retries after others' progress.
+  // The installer takes no slot: it maps and faults in the block after the
+  // one it installed while the others claim (so they do not all fault the
+  // same fresh page when a block turns over), then claims like everyone
+  // else. Holding no slot meanwhile, it leaves no unconstructed element
+  // behind if it is frozen or cut off by fork during that long step.
   __attribute__((noinline)) claim refill_dense(lane& l, std::uint64_t w) noexcept {
     const std::uint64_t gen = w >> 32;  // block number + 1 of the used-up block
     const std::uint32_t nb = std::uint32_t(gen);  // the block that follows it
@@ -428,7 +461,7 @@ class pool_core {
     else if (!(base = publish_block(nb)))
       status = no_memory;
     pool_step("pool.dense.install");
-    const std::uint64_t fresh = status == ok ? (std::uint64_t{nb + 1} << 32) | 1u
+    const std::uint64_t fresh = status == ok ? std::uint64_t{nb + 1} << 32
                                              : (gen << 32) | block_elems_;  // undo our overshoot
     for (;;) {
       if ((w >> 32) != gen) return {nullptr, TENON_POOL_NO_INDEX, retry};  // someone installed
@@ -436,7 +469,10 @@ class pool_core {
       if (l.word.compare_exchange_weak(w, fresh, std::memory_order_acq_rel, std::memory_order_relaxed)) break;
     }
     if (status != ok) return {nullptr, TENON_POOL_NO_INDEX, status};
-    return {base, nb << shift_, ok};
+    // Not after block 0: a pool that may never outgrow one block should not
+    // fault in a second.
+    if (nb != 0) prepare_next_dense(nb + 1);
+    return {nullptr, TENON_POOL_NO_INDEX, retry};
   }
 
   // Block k's memory: its slice of segment k >> seg_shift_. A segment is
@@ -482,6 +518,7 @@ class pool_core {
   std::atomic<char*>* dir_ = nullptr;
   std::atomic<std::uint32_t>* spare_next_ = nullptr;
   std::atomic<char*>* seg_ = nullptr;
+  std::atomic<std::uint8_t>* full_ = nullptr;  // per block: 1 once a lane used it up
   std::size_t seg_bytes_ = 0;
   unsigned seg_shift_ = 0;
   std::size_t stride_ = 0;
@@ -499,6 +536,7 @@ class pool_core {
   alignas(64) std::atomic<std::uint64_t> spare_head_{0};
   std::atomic<std::uint64_t> spare_slots_{0};  // slots in spare blocks, for size()
   std::atomic<std::uint64_t> refill_races_{0};  // statistics: lost lane refills
+  std::atomic<std::uint64_t> refills_in_flight_{0};  // refills between take_block and install
   lane lanes_[kLanes];
 };
 
@@ -529,6 +567,8 @@ inline constexpr keep_memory_t keep_memory{};
 //    indices are unique; an element's address never changes until clear().
 //  - size(), iteration and clear() see every element whose emplace() has
 //    returned (happens-before), and must not run concurrently with emplace().
+//    An emplace() that never finishes (its thread frozen, or cut off by fork)
+//    leaves them nothing to see but the slot it may be constructing.
 //  - Indices are dense except for the unfilled tail of each lane's current
 //    block: with one emplacing thread they are exactly 0 .. size()-1. The
 //    iterators skip those tails: they visit every element once, in index
@@ -602,7 +642,8 @@ class mass_pool {
   }
 
   // Elements constructed since the last clear(). O(lanes), not a counter
-  // (a shared counter is exactly the per-element contention this avoids).
+  // (a shared counter is exactly the per-element contention this avoids);
+  // O(blocks) while a block refill is unfinished, or after one never finished.
   size_type size() const noexcept { return size_type(core_.size()); }
   bool empty() const noexcept { return size() == 0; }
   static constexpr std::uint64_t max_size() noexcept { return TENON_POOL_MAX_ELEMENTS; }

@@ -171,6 +171,33 @@ TEST(MassPoolConcurrency, AllThreadsOnOneLaneRaceForRefills) {
   EXPECT_EQ(n, all.size());
 }
 
+// size() during emplace is an estimate, but it must be safe to call: with
+// 8-element blocks and every thread on one lane, refills (and so size()'s walk
+// over blocks, taken while a refill is unfinished) run all the time.
+TEST(MassPoolConcurrency, SizeWhileOthersEmplaceIsSafe) {
+  tenon::mass_pool<Item> pool(3);
+  const unsigned threads = 4;
+  const std::uint32_t per = std::uint32_t(pool_test::scaled(20000, 2000));
+  std::atomic<unsigned> running{threads};
+  std::vector<std::thread> ts;
+  for (unsigned t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] {
+      tenon::detail::tl_pool_lane_plus1 = 1;
+      for (std::uint32_t s = 0; s < per; ++s) pool.emplace(Item{t, s, check_of(t, s)});
+      running.fetch_sub(1);
+    });
+  std::uint64_t reads = 0, largest = 0;
+  while (running.load() != 0) {
+    largest = std::max<std::uint64_t>(largest, pool.size());
+    ++reads;
+  }
+  for (auto& th : ts) th.join();
+  std::printf("size() read %llu times during emplace, largest %llu\n", (unsigned long long)reads,
+              (unsigned long long)largest);
+  EXPECT_LE(largest, pool.index_bound()) << "an estimate, but never above the claimed frontier";
+  EXPECT_EQ(pool.size(), std::size_t{threads} * per);
+}
+
 // Exact density: whatever the interleaving, the indices handed out are
 // 0 .. n-1. Uneven per-thread counts, many small blocks (block turnover and
 // the prefault of the next block race with claims), and more threads than
