@@ -128,8 +128,9 @@ void list_unlink(span** head, span* s) {
   s->next = s->prev = nullptr;
 }
 
-// Carve the next blocks of a span into its (empty) local free list: about a
-// page at a time, so memory is touched only as it is used.
+// Carve the next blocks of a span into its local free list, which must be
+// empty (the carved chain replaces it): about a page at a time, so memory is
+// touched only as it is used.
 void carve(span* s) {
   std::uint32_t size = s->block_size;
   std::uint32_t n = static_cast<std::uint32_t>(4096 / size);
@@ -501,7 +502,11 @@ void* heap_alloc_slow(heap* h, unsigned cls) {
   drain_inbox(h);
   span* s = h->current[cls];
   if (s != &g_empty_span) {
-    if (refill(s)) return pop(s);
+    // The drain may have put blocks back on this very span: hand those out
+    // first. Carving over them dropped them from the free list, and retiring
+    // the span with them parked it as full with nothing left to free into it
+    // (a producer whose consumers follow closely leaked span after span).
+    if (s->free || refill(s)) return pop(s);
     if (retire_full(h, cls, s)) return pop(s);
   }
   for (;;) {
