@@ -106,6 +106,7 @@ heap* heap_attach() {
     h->index = index;
   }
   if (retries) h->st.add(stat_retry_heap_stack, retries);
+  h->st.add(stat_heaps_attached);
   // Installed before pthread_setspecific, which may itself call calloc (keys
   // past the first 32 need a second-level array): that nested call finds the heap.
   t_heap = h;
@@ -480,6 +481,7 @@ void heap_release(heap* h) {
     l.nfull = 0;
     l.notify.store(0, std::memory_order_relaxed);
   }
+  h->st.add(stat_heaps_released);
   unsigned retries = g_free_heaps.push(h->index + 1);
   if (retries) stat_add_shared(orphan_stats(), stat_retry_heap_stack, retries);
 }
