@@ -4,6 +4,7 @@
 // long it runs and however closely the consumers follow it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -147,7 +148,7 @@ TEST(RemoteGrowth, ProducerConsumerPeakRssIsFlat) {
   const std::size_t batches = tenon_test::scaled(4000);
   BatchQueue queue(kQueue);
   std::atomic<int> producing{kProducers};
-  std::atomic<std::size_t> consumed{0};
+  std::atomic<std::size_t> produced{0}, consumed{0};
   std::atomic<std::size_t> peak_quarter{0};
   Failures failures;
   reset_peak_resident();
@@ -162,12 +163,16 @@ TEST(RemoteGrowth, ProducerConsumerPeakRssIsFlat) {
           static_cast<char*>(x)[0] = 1;
         }
         queue.put(b);
+        produced.fetch_add(1);
       }
       if (producing.fetch_sub(1) == 1)
         for (int c = 0; c < kConsumers; ++c) queue.put(nullptr);
     });
   for (int c = 0; c < kConsumers; ++c)
     threads.emplace_back([&] {
+      // Start once the queue is full, so that the most live data the run can
+      // have is part of the early peak: later growth is then the allocator's.
+      while (produced.load() < std::min(kQueue, batches)) std::this_thread::yield();
       while (auto* b = queue.take()) {
         for (void* x : *b) tenon_free(x);
         delete b;
