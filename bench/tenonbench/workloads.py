@@ -40,6 +40,8 @@ WORKLOADS = [
              about="per-thread random sizes 4 B-32 KiB, like glibc bench-malloc-thread"),
     Workload("remote-free", "remote_free", ["60000"], ["2000"],
              about="one size class 16-2048 B at a time, shuffled, freed by other threads"),
+    Workload("producer-consumer", "producer_consumer", ["10000", "4096", "64", "100"], ["100", "1024", "64", "10"],
+             fixed_threads=4, about="2 producers queue batches of 4096 x 64 B (<= 100 queued), 2 consumers free them"),
     Workload("malloc-large", "malloc_large", ["15000", "4"], ["40", "4"], fixed_threads=1,
              about="2-35 MiB blocks, working set of 4, random replacement"),
     Workload("st-mixed", "st_mixed", ["3000000"], ["20000"], threaded=False,

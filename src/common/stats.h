@@ -10,6 +10,8 @@
 namespace tenon {
 
 #define TENON_STAT_LIST(X)                                                   \
+  X(heaps_attached, "thread heaps attached")                                 \
+  X(heaps_released, "thread heaps released")                                 \
   X(spans_formed, "small spans formed")                                      \
   X(spans_released, "spans returned to the chunk layer")                     \
   X(spans_adopted, "spans adopted from the partial lists")                   \

@@ -69,9 +69,18 @@ std::atomic<long> g_key{kNoKey};
 
 void heap_release(heap* h);
 
+// Set once this thread's heap has been released by the hook. Calls the
+// thread makes after that (glibc frees its dlerror and strerror buffers in
+// __libc_thread_freeres, after every key destructor; a later key's
+// destructor may allocate) must not attach a heap: nothing would release it
+// (one heap leaked per such thread, and malloc failed after 65,535 of them).
+// They are served without a heap instead. Read only on slow paths.
+constinit thread_local bool t_heap_released = false;
+
 void on_thread_exit(void* arg) {
   auto* h = static_cast<heap*>(arg);
   t_heap = &g_empty_heap;
+  t_heap_released = true;
   heap_release(h);
 }
 
@@ -106,6 +115,7 @@ heap* heap_attach() {
     h->index = index;
   }
   if (retries) h->st.add(stat_retry_heap_stack, retries);
+  h->st.add(stat_heaps_attached);
   // Installed before pthread_setspecific, which may itself call calloc (keys
   // past the first 32 need a second-level array): that nested call finds the heap.
   t_heap = h;
@@ -128,8 +138,9 @@ void list_unlink(span** head, span* s) {
   s->next = s->prev = nullptr;
 }
 
-// Carve the next blocks of a span into its (empty) local free list: about a
-// page at a time, so memory is touched only as it is used.
+// Carve the next blocks of a span into its local free list, which must be
+// empty (the carved chain replaces it): about a page at a time, so memory is
+// touched only as it is used.
 void carve(span* s) {
   std::uint32_t size = s->block_size;
   std::uint32_t n = static_cast<std::uint32_t>(4096 / size);
@@ -260,8 +271,10 @@ void scan_full(heap* h, unsigned cls) {
   }
 }
 
-span* new_small_span(heap* h, unsigned cls) {
-  span* s = arena::take_span(kClasses.slices[cls], &h->chunk_hint, &h->st);
+// A fresh span of a class owned by `owner`, or by nobody (nullptr) when a
+// thread without a heap forms it (see alloc_heapless).
+span* form_small_span(heap* owner, unsigned cls, chunk** hint, stats* st) {
+  span* s = arena::take_span(kClasses.slices[cls], hint, st);
   if (!s) return nullptr;
   s->kind = span_kind::small;
   s->cls = static_cast<std::uint8_t>(cls);
@@ -273,10 +286,12 @@ span* new_small_span(heap* h, unsigned cls) {
   s->low_mark = 1;
   s->next = s->prev = nullptr;
   s->remote.store(0, std::memory_order_relaxed);
-  s->owner.store(h, std::memory_order_release);  // see heap_free_other
-  h->st.add(stat_spans_formed);
+  s->owner.store(owner, std::memory_order_release);  // see heap_free_other
+  if (st) st->add(stat_spans_formed); else stat_add_shared(orphan_stats(), stat_spans_formed);
   return s;
 }
+
+span* new_small_span(heap* h, unsigned cls) { return form_small_span(h, cls, &h->chunk_hint, &h->st); }
 
 // Take every unowned span of a class (one exchange) and make it ours: empty
 // ones go back, the others join our lists. Unowned spans only receive remote
@@ -410,7 +425,7 @@ void deliver(heap* dest, block* head, block* tail, stats* st) {
     if (dest->inbox.compare_exchange_weak(old, reinterpret_cast<std::uintptr_t>(head), std::memory_order_release,
                                           std::memory_order_relaxed))
       return;
-    st->add(stat_retry_inbox);
+    if (st) st->add(stat_retry_inbox); else stat_add_shared(orphan_stats(), stat_retry_inbox);
   }
 }
 
@@ -422,6 +437,25 @@ void flush_outbox(heap* h, outbox& ob) {
   ob.head = ob.tail = nullptr;
   h->out_pending &= ~(1u << (&ob - h->out));
   deliver(dest, head, tail, &h->st);
+}
+
+// Make an unowned span with blocks in use findable by the next heap that
+// needs its class: on the partial stack if it has a free or uncarved block,
+// else floating until the first free into it publishes it. Never waits.
+void publish_unowned(span* s, stats* st) {
+  if (s->free || s->carved < s->capacity) {
+    partial_push(s, st);
+    return;
+  }
+  std::uint64_t expect = 0;
+  TENON_INJECT_POINT("span.float");
+  if (s->remote.compare_exchange_strong(expect, remote_word::kFloating, std::memory_order_acq_rel,
+                                        std::memory_order_relaxed))
+    return;
+  // A free arrived between the exchange and the CAS: the span has blocks now.
+  std::uint64_t w = s->remote.exchange(0, std::memory_order_acquire);
+  merge_free(s, remote_word::head(w), remote_word::count(w));
+  partial_push(s, st);
 }
 
 // Give up a span at thread exit: publish it for adoption, or let it float
@@ -439,19 +473,51 @@ void abandon(heap* h, span* s) {
   s->state = span_state::detached;
   s->owner.store(nullptr, std::memory_order_release);
   h->st.add(stat_spans_abandoned);
-  if (s->free || s->carved < s->capacity) {
-    partial_push(s, &h->st);
-    return;
+  publish_unowned(s, &h->st);
+}
+
+// An allocation on a thread whose heap was released at its exit: borrow an
+// unowned span of the class (or form one), take one block, and publish the
+// span again at once, exactly as an exiting thread does. No heap is attached,
+// so nothing is left behind. The cost, a pop and a push on the partial stack
+// (about what a thread exit costs per span), is paid only by calls made
+// after the thread-exit hook; the malloc fast path is unchanged.
+void* alloc_heapless(unsigned cls) {
+  unsigned retries = 0;
+  span* s;
+  if (std::uint32_t id = g_partial[cls].pop(&retries)) {
+    s = span_from_id(id);
+    // Off every list and owned by nobody: its owner-only fields are ours
+    // until we publish it again; frees into it meanwhile go to its remote list.
+    take_remote(s);
+  } else {
+    chunk* hint = nullptr;
+    s = form_small_span(nullptr, cls, &hint, nullptr);
+    if (!s) {
+      errno = ENOMEM;
+      return nullptr;
+    }
   }
-  std::uint64_t expect = 0;
-  TENON_INJECT_POINT("span.float");
-  if (s->remote.compare_exchange_strong(expect, remote_word::kFloating, std::memory_order_acq_rel,
-                                        std::memory_order_relaxed))
-    return;
-  // A free arrived between the exchange and the CAS: the span has blocks now.
-  w = s->remote.exchange(0, std::memory_order_acquire);
-  merge_free(s, remote_word::head(w), remote_word::count(w));
-  partial_push(s, &h->st);
+  if (retries) stat_add_shared(orphan_stats(), stat_retry_partial_stack, retries);
+  TENON_INJECT_POINT("span.borrow");
+  // A span on the partial stack has a free or an uncarved block (it is
+  // published only then, or with the remote frees just taken).
+  if (!s->free) carve(s);
+  block* b = pop(s);
+  publish_unowned(s, nullptr);
+  return b;
+}
+
+// A small block freed on a thread with no heap (released at its exit, or
+// none to be had): to its owner's inbox, or to its span's remote list when
+// the span has no owner. One CAS, unbatched: such frees are rare.
+void free_heapless(span* s, block* b) {
+  b->next = nullptr;
+  // Acquire: see heap_free_other.
+  if (heap* dest = s->owner.load(std::memory_order_acquire))
+    deliver(dest, b, b, nullptr);
+  else
+    push_remote(s, b, b, 1, nullptr);
 }
 
 void heap_release(heap* h) {
@@ -479,6 +545,7 @@ void heap_release(heap* h) {
     l.nfull = 0;
     l.notify.store(0, std::memory_order_relaxed);
   }
+  h->st.add(stat_heaps_released);
   unsigned retries = g_free_heaps.push(h->index + 1);
   if (retries) stat_add_shared(orphan_stats(), stat_retry_heap_stack, retries);
 }
@@ -491,6 +558,7 @@ void heap_flush_remote(heap* h) {
 
 void* heap_alloc_slow(heap* h, unsigned cls) {
   if (h == &g_empty_heap) {
+    if (t_heap_released) return alloc_heapless(cls);
     h = heap_attach();
     if (!h) {
       errno = ENOMEM;
@@ -501,7 +569,11 @@ void* heap_alloc_slow(heap* h, unsigned cls) {
   drain_inbox(h);
   span* s = h->current[cls];
   if (s != &g_empty_span) {
-    if (refill(s)) return pop(s);
+    // The drain may have put blocks back on this very span: hand those out
+    // first. Carving over them dropped them from the free list, and retiring
+    // the span with them parked it as full with nothing left to free into it
+    // (a producer whose consumers follow closely leaked span after span).
+    if (s->free || refill(s)) return pop(s);
     if (retire_full(h, cls, s)) return pop(s);
   }
   for (;;) {
@@ -541,10 +613,10 @@ void heap_free_other(heap* h, span* s, void* p) {
   }
   auto* b = static_cast<block*>(p);
   // A thread that only frees (the consumer of a producer/consumer pair) gets
-  // a heap too, so that its remote frees are batched like everyone else's.
-  if (h == &g_empty_heap && !(h = heap_attach())) {
-    b->next = nullptr;
-    push_remote(s, b, b, 1, nullptr);  // no heap to be had: hand the block over alone
+  // a heap too, so that its remote frees are batched like everyone else's;
+  // not once its heap was released at exit, nor when no heap is to be had.
+  if (h == &g_empty_heap && (t_heap_released || !(h = heap_attach()))) {
+    free_heapless(s, b);
     return;
   }
   // Acquire pairs with the release that published the owner: the heap's

@@ -14,6 +14,7 @@
 // This program calls tenon only through the tenon_* API (libtenon.a); the
 // test's own machinery (gtest, std::thread) uses the system allocator.
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -73,10 +74,22 @@ std::atomic<int> g_stage{0};  // 1: victim asks for the pre-phase; 2: pre-phase 
 
 void fill(void* p, std::size_t n, unsigned char v) { std::memset(p, v, n < 256 ? n : 256); }
 
+// A key made after tenon's (the victim makes it after its first allocation),
+// so its destructor runs after tenon's thread-exit hook: frees and an
+// allocation with the victim's heap already released (span.borrow).
+pthread_key_t g_late_key;
+void after_exit_hook(void* p) {
+  tenon_free(p);
+  void* q = tenon_malloc(64);
+  fill(q, 64, 3);
+  tenon_free(q);
+}
+
 void victim() {
   t_victim = true;
   // Initialisation: the first tenon call of the process.
   void* first = tenon_malloc(24);
+  pthread_key_create(&g_late_key, after_exit_hook);
   void* huge = tenon_malloc(6u << 20);  // huge.map; options are read on this path
   fill(huge, 6u << 20, 1);
   tenon_free(huge);  // huge.free, huge.cache.put
@@ -125,8 +138,9 @@ void victim() {
   // Leave full spans behind at exit: span.abandon, span.float, stack.push.
   for (int i = 0; i < 3000; ++i) mine.push_back(tenon_malloc(128));
   for (std::size_t i = 0; i + 1 < mine.size(); i += 600) tenon_free(mine[i]);
+  pthread_setspecific(g_late_key, tenon_malloc(200));
   (void)first;
-}  // thread exit: heap.release and the rest run in the key destructor
+}  // thread exit: heap.release and the rest run in the key destructor, then after_exit_hook
 
 // Allocates and exits. Its 64 and 1000 byte spans are adopted by the victim;
 // its 2048 byte spans (a class the victim never allocates) stay unowned, so

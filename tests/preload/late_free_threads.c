@@ -1,0 +1,135 @@
+/* Threads whose C library frees memory after tenon's thread-exit hook, under
+ * LD_PRELOAD=libtenon.so. A failing dlsym leaves a per-thread dlerror buffer
+ * that glibc frees in __libc_thread_freeres, after every pthread-key
+ * destructor (tenon's included) has run. That free, and any malloc in a late
+ * key destructor, must not leave a thread heap behind: threads run one at a
+ * time, so the heaps in use (attached minus released, from tenon's
+ * statistics) and RSS must stay where they started.
+ *
+ * usage: late_free_threads [THREADS]   (default 3000; the issue's soak is 70000,
+ * or set TENON_LATE_FREE_THREADS) */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A key created after tenon's (whose key is made at the first malloc): its
+ * destructor runs after tenon's in the same round, so it allocates and frees
+ * in the state the thread-exit hook left. */
+static pthread_key_t g_late_key;
+
+static void late_destructor(void* arg) {
+  free(arg);                      /* a block of the thread's released heap */
+  void* p = malloc(48);           /* allocation after the heap is gone */
+  if (p) memset(p, 1, 48);
+  free(p);
+  p = malloc(200000);             /* a large block in that state too */
+  if (p) memset(p, 1, 4096);
+  free(p);
+}
+
+static int g_failed_mallocs;
+
+static void* thread_body(void* arg) {
+  (void)arg;
+  void* p = malloc(100);
+  if (!p) __atomic_add_fetch(&g_failed_mallocs, 1, __ATOMIC_RELAXED);
+  free(p);
+  pthread_setspecific(g_late_key, malloc(64));
+  /* Fails: glibc keeps the message in a per-thread buffer it frees late. */
+  if (dlsym(RTLD_DEFAULT, "no_such_symbol") != NULL) abort();
+  return NULL;
+}
+
+/* One number from tenon_stats_print, which writes to stderr: read back
+ * through a temporary file put in place of fd 2. */
+static long stat_value(const char* name) {
+  void (*print)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "tenon_stats_print");
+  if (!print) {
+    fprintf(stderr, "FAILED: tenon_stats_print not found: run under LD_PRELOAD=libtenon.so\n");
+    exit(1);
+  }
+  FILE* tmp = tmpfile();
+  if (!tmp) return -1;
+  fflush(stderr);
+  int saved = dup(2);
+  dup2(fileno(tmp), 2);
+  print();
+  dup2(saved, 2);
+  close(saved);
+  rewind(tmp);
+  char line[256];
+  long value = -1;
+  while (fgets(line, sizeof line, tmp)) {
+    long v;
+    char text[200];
+    if (sscanf(line, " %ld %199[^\n]", &v, text) == 2 && strcmp(text, name) == 0) value = v;
+  }
+  fclose(tmp);
+  return value;
+}
+
+/* -1 if the counters are missing. */
+static long heaps_in_use(void) {
+  long attached = stat_value("thread heaps attached"), released = stat_value("thread heaps released");
+  return attached < 0 || released < 0 ? -1 : attached - released;
+}
+
+static long rss_kib(void) {
+  long pages = 0, rss = 0;
+  FILE* f = fopen("/proc/self/statm", "r");
+  if (f) {
+    if (fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = 0;
+    fclose(f);
+  }
+  return rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static int run_threads(long n) {
+  for (long i = 0; i < n; ++i) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, thread_body, NULL) != 0 || pthread_join(t, NULL) != 0) {
+      fprintf(stderr, "FAILED: thread %ld could not be started (%s)\n", i, strerror(errno));
+      return 0;
+    }
+  }
+  return 1;
+}
+
+int main(int argc, char** argv) {
+  long threads = 3000;
+  if (getenv("TENON_LATE_FREE_THREADS")) threads = atol(getenv("TENON_LATE_FREE_THREADS"));
+  if (argc > 1) threads = atol(argv[1]);
+  free(malloc(1));  /* tenon's key first, so that late_destructor runs after its hook */
+  pthread_key_create(&g_late_key, late_destructor);
+  /* Warm up: the first threads set up glibc's and tenon's per-process state. */
+  if (!run_threads(20)) return 1;
+  long heaps_before = heaps_in_use(), rss_before = rss_kib();
+  if (!run_threads(threads)) return 1;
+  long heaps_after = heaps_in_use(), rss_after = rss_kib();
+  printf("late frees: %ld threads, heaps in use %ld -> %ld, RSS %ld -> %ld KiB, %d failed mallocs\n", threads,
+         heaps_before, heaps_after, rss_before, rss_after, g_failed_mallocs);
+  int ok = 1;
+  if (heaps_before < 0 || heaps_after < 0) {
+    fprintf(stderr, "FAILED: heap counters missing from tenon_stats_print\n");
+    ok = 0;
+  }
+  /* Threads ran one at a time: every heap they used must be back. */
+  if (heaps_after > heaps_before) {
+    fprintf(stderr, "FAILED: %ld thread heaps left behind by %ld exited threads\n", heaps_after - heaps_before,
+            threads);
+    ok = 0;
+  }
+  if (g_failed_mallocs) {
+    fprintf(stderr, "FAILED: malloc(100) returned NULL in %d threads\n", g_failed_mallocs);
+    ok = 0;
+  }
+  if (rss_after - rss_before > 8 * 1024) {
+    fprintf(stderr, "FAILED: RSS grew by %ld KiB\n", rss_after - rss_before);
+    ok = 0;
+  }
+  return ok ? 0 : 1;
+}

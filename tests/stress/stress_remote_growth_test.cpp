@@ -1,0 +1,196 @@
+// Memory freed by other threads must be reused by its owner, not pile up
+// while the owner takes fresh memory: a producer whose blocks are all freed
+// by consumers must keep a footprint of the order of its live data, however
+// long it runs and however closely the consumers follow it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "stress_support.h"
+
+using namespace tenon_stress;
+
+namespace {
+
+// Frees every block on a thread of its own, which then exits: its remote
+// frees are all handed to their owner heap by the time this returns.
+void free_on_another_thread(const std::vector<void*>& blocks) {
+  std::thread([&] {
+    for (void* b : blocks) tenon_free(b);
+  }).join();
+}
+
+// Peak resident set (VmHWM) in bytes, and a way to restart it.
+std::size_t peak_resident_bytes() {
+  std::size_t kib = 0;
+  if (FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "VmHWM: %zu kB", &kib) == 1) break;
+    std::fclose(f);
+  }
+  return kib << 10;
+}
+void reset_peak_resident() {
+  if (FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
+    std::fputs("5", f);
+    std::fclose(f);
+  }
+}
+
+bool rss_is_meaningful() { return !tenon_test::kSanitized && !std::getenv("TENON_TEST_EMULATED"); }
+
+// One thread allocates a page's worth of blocks, another frees them all,
+// again and again. The freed blocks reach the owner's inbox while their span
+// is still the owner's current one; the owner must hand them out again
+// rather than carve fresh blocks past them (which dropped them from the free
+// list: every round then used new addresses).
+TEST(RemoteGrowth, BlocksFreedIntoTheCurrentSpanAreReused) {
+  constexpr std::size_t kBlocks = 64;  // one 4 KiB page of 64-byte blocks
+  const std::size_t rounds = tenon_test::scaled(400);
+  std::set<void*> distinct;
+  Failures failures;
+  std::thread producer([&] {
+    std::vector<void*> blocks(kBlocks);
+    for (std::size_t r = 0; r < rounds && failures.count() == 0; ++r) {
+      for (auto& b : blocks) {
+        b = tenon_malloc(64);
+        if (!b) return failures.add("tenon_malloc(64) returned NULL");
+        distinct.insert(b);
+      }
+      free_on_another_thread(blocks);
+    }
+  });
+  producer.join();
+  ASSERT_EQ(failures.count(), 0) << failures.first();
+  std::printf("%zu rounds of %zu blocks freed remotely: %zu distinct addresses\n", rounds, kBlocks,
+              distinct.size());
+  // Reused: the same blocks come back round after round (a few more where a
+  // round straddles two spans). Lost: kBlocks new ones every round.
+  EXPECT_LE(distinct.size(), 4 * kBlocks)
+      << "blocks freed by another thread were not handed out again by their owner";
+}
+
+// A span whose every block was freed remotely by the time its owner retires
+// it must be released, not parked on the full list, where nothing would ever
+// free into it again (it leaked for the owner thread's lifetime).
+TEST(RemoteGrowth, SpanEmptiedRemotelyWhileCurrentIsReleased) {
+  constexpr std::size_t kBlocks = 1024;  // a whole span of 64-byte blocks
+  const std::size_t rounds = tenon_test::scaled(1200);
+  std::size_t rss_quarter = 0, rss_end = 0;
+  std::set<void*> distinct;
+  Failures failures;
+  std::thread producer([&] {
+    std::vector<void*> blocks(kBlocks);
+    for (std::size_t r = 0; r < rounds && failures.count() == 0; ++r) {
+      for (auto& b : blocks) {
+        b = tenon_malloc(64);
+        if (!b) return failures.add("tenon_malloc(64) returned NULL");
+        static_cast<char*>(b)[0] = 1;
+        distinct.insert(b);
+      }
+      free_on_another_thread(blocks);
+      if (r + 1 == rounds / 4) rss_quarter = resident_bytes();
+    }
+    rss_end = resident_bytes();
+  });
+  producer.join();
+  ASSERT_EQ(failures.count(), 0) << failures.first();
+  std::printf("%zu rounds of %zu blocks: %zu distinct addresses, RSS %zu KiB after a quarter, %zu KiB at the end\n",
+              rounds, kBlocks, distinct.size(), rss_quarter >> 10, rss_end >> 10);
+  EXPECT_LE(distinct.size(), 4 * kBlocks) << "spans emptied by remote frees were not reused";
+  if (rss_is_meaningful()) {
+    // Leaking one 64 KiB span a round, the last three quarters add ~56 MiB.
+    EXPECT_LT(rss_end, rss_quarter + (std::size_t{8} << 20))
+        << "RSS grew from " << (rss_quarter >> 20) << " to " << (rss_end >> 20) << " MiB";
+  }
+}
+
+// A bounded FIFO of batches (test code: blocking is fine here).
+class BatchQueue {
+ public:
+  explicit BatchQueue(std::size_t cap) : cap_(cap) {}
+  void put(std::vector<void*>* b) {
+    std::unique_lock<std::mutex> g(mu_);
+    changed_.wait(g, [&] { return items_.size() < cap_; });
+    items_.push_back(b);
+    changed_.notify_all();
+  }
+  std::vector<void*>* take() {
+    std::unique_lock<std::mutex> g(mu_);
+    changed_.wait(g, [&] { return !items_.empty(); });
+    auto* b = items_.front();
+    items_.erase(items_.begin());
+    changed_.notify_all();
+    return b;
+  }
+
+ private:
+  std::size_t cap_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::vector<std::vector<void*>*> items_;
+};
+
+// The pattern of bench row producer-consumer: 2 producers, 2 consumers,
+// batches of 4096 x 64 B, at most 100 queued, so live data stays below
+// 104 x 256 KiB = 26 MiB. Peak RSS must not keep growing with run time.
+TEST(RemoteGrowth, ProducerConsumerPeakRssIsFlat) {
+  constexpr std::size_t kBatch = 4096, kQueue = 100;
+  constexpr int kProducers = 2, kConsumers = 2;
+  const std::size_t batches = tenon_test::scaled(4000);
+  BatchQueue queue(kQueue);
+  std::atomic<int> producing{kProducers};
+  std::atomic<std::size_t> produced{0}, consumed{0};
+  std::atomic<std::size_t> peak_quarter{0};
+  Failures failures;
+  reset_peak_resident();
+  std::vector<std::thread> threads;
+  for (int p = 0; p < kProducers; ++p)
+    threads.emplace_back([&, p] {
+      for (std::size_t n = p; n < batches; n += kProducers) {
+        auto* b = new std::vector<void*>(kBatch);
+        for (auto& x : *b) {
+          x = tenon_malloc(64);
+          if (!x) { failures.add("tenon_malloc(64) returned NULL"); break; }
+          static_cast<char*>(x)[0] = 1;
+        }
+        queue.put(b);
+        produced.fetch_add(1);
+      }
+      if (producing.fetch_sub(1) == 1)
+        for (int c = 0; c < kConsumers; ++c) queue.put(nullptr);
+    });
+  for (int c = 0; c < kConsumers; ++c)
+    threads.emplace_back([&] {
+      // Start once the queue is full, so that the most live data the run can
+      // have is part of the early peak: later growth is then the allocator's.
+      while (produced.load() < std::min(kQueue, batches)) std::this_thread::yield();
+      while (auto* b = queue.take()) {
+        for (void* x : *b) tenon_free(x);
+        delete b;
+        if (consumed.fetch_add(1) + 1 == batches / 4) peak_quarter = peak_resident_bytes();
+      }
+    });
+  for (auto& t : threads) t.join();
+  std::size_t peak_end = peak_resident_bytes();
+  EXPECT_EQ(failures.count(), 0) << failures.first();
+  std::printf("producer-consumer: %zu batches of %zu x 64 B, peak RSS %zu KiB after a quarter, %zu KiB at the end\n",
+              batches, kBatch, peak_quarter.load() >> 10, peak_end >> 10);
+  if (rss_is_meaningful()) {
+    const std::size_t live = (kQueue + kProducers + kConsumers) * kBatch * 64;
+    EXPECT_LT(peak_end, peak_quarter + (std::size_t{16} << 20))
+        << "peak RSS grew from " << (peak_quarter >> 20) << " to " << (peak_end >> 20) << " MiB with run time";
+    EXPECT_LT(peak_end, 3 * live) << "peak RSS " << (peak_end >> 20) << " MiB for at most " << (live >> 20)
+                                  << " MiB of live blocks";
+  }
+}
+
+}  // namespace
