@@ -1,0 +1,101 @@
+/* free() of a glibc block that lies in the 4 MiB unit of a tenon huge block,
+ * after the block's end, under LD_PRELOAD=libtenon.so. Only a pointer inside
+ * the huge block's own range is tenon's; anything else in its unit is
+ * foreign and must be handled as such, not taken for an interior pointer of
+ * the huge block and dropped.
+ * Where glibc's own mmap of a big block lands is the kernel's choice, so the
+ * test builds the block exactly as glibc lays out a chunk it mmapped
+ * (prev_size 0, size | IS_MMAPPED, user data 16 bytes in) at a chosen
+ * address in the unit's free tail. glibc's free gives such a chunk back with
+ * munmap; afterwards its range must be gone from /proc/self/maps.
+ * Built with -fno-builtin so the compiler keeps every call as written. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <malloc.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "../api/preload_check.h"
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+#define UNIT ((uintptr_t)4 << 20)
+#define CHUNK_BYTES ((size_t)128 << 10)
+
+/* Is any byte of [p, p + n) mapped? (/proc/self/maps, as a person would check.) */
+static int mapped(const void* p, size_t n) {
+  FILE* f = fopen("/proc/self/maps", "r");
+  if (!f) return -1;
+  uintptr_t lo = (uintptr_t)p, hi = lo + n, a, b;
+  char line[512];
+  int found = 0;
+  while (!found && fgets(line, sizeof line, f))
+    if (sscanf(line, "%lx-%lx", &a, &b) == 2 && a < hi && lo < b) found = 1;
+  fclose(f);
+  return found;
+}
+
+/* A chunk laid out as glibc mmaps one, at `at`; returns its user pointer. */
+static char* glibc_mmapped_chunk(uintptr_t at) {
+  void* m = mmap((void*)at, CHUNK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+                 -1, 0);
+  if (m == MAP_FAILED) return NULL;
+  if ((uintptr_t)m != at) {
+    munmap(m, CHUNK_BYTES);
+    return NULL;
+  }
+  size_t* words = m;
+  words[0] = 0;                /* prev_size */
+  words[1] = CHUNK_BYTES | 2;  /* size | IS_MMAPPED */
+  return (char*)m + 16;
+}
+
+int main(void) {
+  int (*owns)(const void*) = (int (*)(const void*))dlsym(RTLD_DEFAULT, "tenon_owns");
+  CHECK(owns != NULL, "tenon_owns is not exported: is libtenon.so preloaded?");
+  if (!owns) return 1;
+  /* 2.5 MiB: a huge block whose mapping ends inside its first unit. */
+  size_t size = (size_t)5 << 19;
+  char* huge = malloc(size);
+  CHECK(huge != NULL, "malloc(%zu)", size);
+  if (!huge) return 1;
+  memset(huge, 7, size);
+  CHECK(owns(huge), "tenon_owns(huge block %p) = 0", (void*)huge);
+  uintptr_t unit = (uintptr_t)huge & ~(UNIT - 1);
+  uintptr_t end = (uintptr_t)huge + malloc_usable_size(huge);
+  uintptr_t at = unit + UNIT - 2 * CHUNK_BYTES;
+  CHECK(end <= at && !mapped((void*)at, CHUNK_BYTES),
+        "precondition: the unit of the huge block [%p, %p) has no free tail at %p", (void*)huge, (void*)end,
+        (void*)at);
+  char* foreign = glibc_mmapped_chunk(at);
+  CHECK(foreign != NULL, "precondition: could not map %zu bytes at %p", CHUNK_BYTES, (void*)at);
+  if (!foreign || preload_failures) return 1;
+  memset(foreign, 1, CHUNK_BYTES - 16);
+
+  CHECK(!owns(foreign), "tenon_owns(glibc chunk %p in the unit of huge block %p) = 1", (void*)foreign, (void*)huge);
+  CHECK(!owns(huge + 4096), "tenon_owns(pointer 4 KiB into the huge block) = 1");
+  CHECK(malloc_usable_size(foreign) >= CHUNK_BYTES - 16, "malloc_usable_size(glibc chunk in the unit) = %zu",
+        malloc_usable_size(foreign));
+  free(foreign);
+  CHECK(!mapped((void*)at, CHUNK_BYTES),
+        "free(%p), a glibc chunk in the unit of huge block %p after its end, did not free it (still mapped)",
+        (void*)foreign, (void*)huge);
+
+  /* The huge block is untouched and still tenon's. */
+  for (size_t i = 0; i < size; i += 4096)
+    if (huge[i] != 7) {
+      CHECK(0, "huge block byte %zu changed", i);
+      break;
+    }
+  free(huge);
+  void* again = malloc(size);
+  CHECK(again != NULL, "malloc(%zu) after the frees", size);
+  free(again);
+  printf("foreign_in_huge_unit: %d failed checks\n", preload_failures);
+  return preload_failures ? 1 : 0;
+}
