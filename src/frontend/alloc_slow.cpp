@@ -64,18 +64,23 @@ void* alloc_aligned_small(std::size_t n, std::size_t align) {
 
 void free_irregular(void* p) {
   if (!p) return;
+  if (lookup::in_chunk(p)) {  // a chunk without a fast-table slot
+    heap_free(p);
+    return;
+  }
   if (huge_header* h = huge_lookup(p)) {
     huge_free(h);
     return;
   }
-  if (lookup::test(lookup::g_huge_near, lookup::unit_of(p)) || lookup::test(lookup::g_huge_far, lookup::unit_of(p)))
-    return;  // an interior pointer of a huge block: invalid; ignored
+  // Only a pointer inside a huge block's own range is tenon's (an interior
+  // pointer: invalid, ignored); anything else in its unit is foreign.
+  if (huge_contains(p)) return;
   __libc_free(p);
 }
 
 std::size_t usable_size(const void* p) {
   if (!p) return 0;
-  if (lookup::is_regular(p)) {
+  if (lookup::in_chunk(p)) {
     const span* s = span_of(p);
     return s->kind == span_kind::small ? s->block_size : large_usable(s, p);
   }
@@ -94,7 +99,7 @@ void* realloc_slow(void* p, std::size_t n) {
     return alloc(0);
   }
   std::size_t old;
-  if (lookup::is_regular(p)) {
+  if (lookup::in_chunk(p)) {
     span* s = span_of(p);
     if (s->kind == span_kind::large) {
       // Stay in place when the new size still fits the run and wastes < 3/4.
@@ -128,7 +133,7 @@ int trim() {
 
 int owns(const void* p) {
   if (!p) return 0;
-  if (lookup::is_regular(p)) return 1;
+  if (lookup::in_chunk(p)) return 1;
   return huge_lookup(p) != nullptr;
 }
 
