@@ -20,10 +20,6 @@
 
 #include "../api/preload_check.h"
 
-#ifndef MAP_FIXED_NOREPLACE
-#define MAP_FIXED_NOREPLACE 0x100000
-#endif
-
 #define UNIT ((uintptr_t)4 << 20)
 #define CHUNK_BYTES ((size_t)128 << 10)
 
@@ -42,7 +38,7 @@ static int mapped(const void* p, size_t n) {
 
 /* A chunk laid out as glibc mmaps one, at `at`; returns its user pointer. */
 static char* glibc_mmapped_chunk(uintptr_t at) {
-  void* m = mmap((void*)at, CHUNK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+  void* m = mmap((void*)at, CHUNK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                  -1, 0);
   if (m == MAP_FAILED) return NULL;
   if ((uintptr_t)m != at) {

@@ -28,10 +28,6 @@
 
 #include "stress_support.h"
 
-#ifndef MAP_FIXED_NOREPLACE
-#define MAP_FIXED_NOREPLACE 0x100000
-#endif
-
 using namespace tenon_stress;
 
 namespace {
@@ -45,9 +41,9 @@ constexpr unsigned kAskers = 4;
 // mmapped for a big malloc: prev_size 0, size | IS_MMAPPED, user data after
 // 16 bytes. Returns the user pointer, or nullptr if the range was taken.
 char* map_foreign_chunk(char* at) {
-  void* m = mmap(at, kForeignBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  void* m = mmap(at, kForeignBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return nullptr;
-  if (m != at) {  // a kernel without MAP_FIXED_NOREPLACE took it as a hint
+  if (m != at) {  // the hint is taken only when the range is free
     munmap(m, kForeignBytes);
     return nullptr;
   }
