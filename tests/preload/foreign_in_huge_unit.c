@@ -55,22 +55,32 @@ int main(void) {
   int (*owns)(const void*) = (int (*)(const void*))dlsym(RTLD_DEFAULT, "tenon_owns");
   CHECK(owns != NULL, "tenon_owns is not exported: is libtenon.so preloaded?");
   if (!owns) return 1;
-  /* 2.5 MiB: a huge block whose mapping ends inside its first unit. */
+  /* 2.5 MiB: a huge block whose mapping ends inside its first unit. The rest
+   * of the unit may hold other mappings already (whatever the kernel put
+   * next to it): a block whose unit has no free room is kept aside and the
+   * next one is tried. */
   size_t size = (size_t)5 << 19;
-  char* huge = malloc(size);
-  CHECK(huge != NULL, "malloc(%zu)", size);
-  if (!huge) return 1;
-  memset(huge, 7, size);
-  CHECK(owns(huge), "tenon_owns(huge block %p) = 0", (void*)huge);
-  uintptr_t unit = (uintptr_t)huge & ~(UNIT - 1);
-  uintptr_t end = (uintptr_t)huge + malloc_usable_size(huge);
-  uintptr_t at = unit + UNIT - 2 * CHUNK_BYTES;
-  CHECK(end <= at && !mapped((void*)at, CHUNK_BYTES),
-        "precondition: the unit of the huge block [%p, %p) has no free tail at %p", (void*)huge, (void*)end,
-        (void*)at);
-  char* foreign = glibc_mmapped_chunk(at);
-  CHECK(foreign != NULL, "precondition: could not map %zu bytes at %p", CHUNK_BYTES, (void*)at);
+  char* huge = NULL;
+  char* aside[8];
+  int n_aside = 0;
+  uintptr_t at = 0;
+  char* foreign = NULL;
+  while (!foreign && n_aside < 8) {
+    huge = malloc(size);
+    CHECK(huge != NULL, "malloc(%zu)", size);
+    if (!huge) return 1;
+    memset(huge, 7, size);
+    CHECK(owns(huge), "tenon_owns(huge block %p) = 0", (void*)huge);
+    uintptr_t unit = (uintptr_t)huge & ~(UNIT - 1);
+    uintptr_t end = (uintptr_t)huge + malloc_usable_size(huge);
+    for (at = (end + 0xffff) & ~(uintptr_t)0xffff; !foreign && at + CHUNK_BYTES <= unit + UNIT; at += 0x10000)
+      if (!mapped((void*)at, CHUNK_BYTES)) foreign = glibc_mmapped_chunk(at);
+    if (!foreign) aside[n_aside++] = huge;
+  }
+  CHECK(foreign != NULL, "precondition: no huge block of %zu bytes had %zu free bytes left in its unit", size,
+        CHUNK_BYTES);
   if (!foreign || preload_failures) return 1;
+  at = (uintptr_t)foreign - 16;
   memset(foreign, 1, CHUNK_BYTES - 16);
 
   CHECK(!owns(foreign), "tenon_owns(glibc chunk %p in the unit of huge block %p) = 1", (void*)foreign, (void*)huge);
@@ -89,6 +99,7 @@ int main(void) {
       break;
     }
   free(huge);
+  for (int i = 0; i < n_aside; ++i) free(aside[i]);
   void* again = malloc(size);
   CHECK(again != NULL, "malloc(%zu) after the frees", size);
   free(again);
