@@ -2,7 +2,8 @@
  * after the block's end, under LD_PRELOAD=libtenon.so. Only a pointer inside
  * the huge block's own range is tenon's; anything else in its unit is
  * foreign and must be handled as such, not taken for an interior pointer of
- * the huge block and dropped.
+ * the huge block and dropped. And the other way round: a pointer inside the
+ * huge block is never handed to glibc.
  * Where glibc's own mmap of a big block lands is the kernel's choice, so the
  * test builds the block exactly as glibc lays out a chunk it mmapped
  * (prev_size 0, size | IS_MMAPPED, user data 16 bytes in) at a chosen
@@ -11,6 +12,7 @@
  * Built with -fno-builtin so the compiler keeps every call as written. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -91,6 +93,18 @@ int main(void) {
   CHECK(!mapped((void*)at, CHUNK_BYTES),
         "free(%p), a glibc chunk in the unit of huge block %p after its end, did not free it (still mapped)",
         (void*)foreign, (void*)huge);
+
+  /* A pointer inside the huge block that is not its start is not a block:
+   * realloc refuses it, malloc_usable_size says 0, free ignores it (none of
+   * them may hand it to glibc, which would read tenon's bytes before it as a
+   * chunk header). */
+  errno = 0;
+  void* r = realloc(huge + 8192, 100);
+  CHECK(r == NULL && errno == EINVAL, "realloc(pointer 8 KiB into a huge block) = %p, errno %d", r, errno);
+  CHECK(malloc_usable_size(huge + 8192) == 0, "malloc_usable_size(pointer 8 KiB into a huge block) = %zu",
+        malloc_usable_size(huge + 8192));
+  free(huge + 8192);
+  CHECK(owns(huge), "the huge block is no longer tenon's after free() of a pointer inside it");
 
   /* The huge block is untouched and still tenon's. */
   for (size_t i = 0; i < size; i += 4096)
