@@ -49,12 +49,43 @@ huge_header* header_at_unit(std::uintptr_t unit) {
   return reinterpret_cast<huge_header*>(unit << kChunkShift);
 }
 
+// The unit whose entry describes the block: the one its user pointer starts
+// in (the header's own unit, or for a far block the unit above it).
+char* marked_unit(const huge_header* h) { return lookup::unit_base(h->user); }
+
+// The block's unit map entry as its header says (user pointer, where the
+// mapping ends in the unit, where the header is).
+lookup::unit_entry entry_for(const huge_header* h, std::size_t map_size) {
+  char* unit = marked_unit(h);
+  std::size_t end = static_cast<std::size_t>(reinterpret_cast<const char*>(h) + map_size - unit);
+  return lookup::unit_entry::huge(static_cast<std::size_t>(h->user - unit), end < kChunkSize ? end : kChunkSize,
+                                  h->far);
+}
+
+// Lookups see the block once its header is written (the entry's release),
+// and stop seeing it before its range is given back (before munmap, or
+// before a shrink gives back its tail): the kernel can hand a range out to
+// someone else the moment it is free.
+void publish(const huge_header* h) { lookup::set(marked_unit(h), entry_for(h, h->map_size)); }
+void withdraw(const huge_header* h) { lookup::clear(marked_unit(h)); }
+
 void unmap(huge_header* h) {
-  if (h->far)
-    lookup::unmark(lookup::map_kind::huge_far, h->user);
-  else
-    lookup::unmark(lookup::map_kind::huge_near, h);
+  withdraw(h);
   os::release(h, h->map_size);
+}
+
+// Resize the mapping in place, keeping its entry true for the range mapped
+// at every moment: a shrink updates it first, a growth after.
+bool resize_mapping(huge_header* h, std::size_t map_size) {
+  bool shrink = map_size < h->map_size;
+  if (shrink) lookup::set(marked_unit(h), entry_for(h, map_size));
+  if (!os::resize_in_place(h, h->map_size, map_size)) {
+    if (shrink) publish(h);
+    return false;
+  }
+  h->map_size = map_size;
+  if (!shrink) publish(h);
+  return true;
 }
 
 // Take cache entries older than the purge delay and unmap them.
@@ -175,10 +206,12 @@ void* huge_alloc(std::size_t n, std::size_t align, bool* zeroed) {
   h->usable = usable;
   h->user = user;
   h->far = far;
-  if (far)
-    lookup::mark(lookup::map_kind::huge_far, user);
-  else
-    lookup::mark(lookup::map_kind::huge_near, h);
+  if (!lookup::prepare(marked_unit(h))) {  // no unit map leaf: nobody has seen the block yet
+    os::release(h, h->map_size);
+    errno = ENOMEM;
+    return nullptr;
+  }
+  publish(h);
   *zeroed = true;
   return user;
 }
@@ -189,14 +222,21 @@ void huge_free(huge_header* h) {
   evict_expired();
 }
 
+// Both answers come from the unit map entry alone: no byte of the block is
+// read unless p is its user pointer (which only a caller holding the block
+// can pass), so asking about any pointer is safe while another thread frees
+// and unmaps the huge block that shares its unit.
 huge_header* huge_lookup(const void* p) {
-  std::uintptr_t u = lookup::unit_of(p);
-  huge_header* h = nullptr;
-  if (lookup::test(lookup::g_huge_near, u))
-    h = header_at_unit(u);
-  else if (lookup::test(lookup::g_huge_far, u))
-    h = header_at_unit(u - 1);
-  return h && h->user == p ? h : nullptr;
+  lookup::unit_entry e = lookup::entry_of(p);
+  char* unit = lookup::unit_base(p);
+  if (e.kind() != lookup::unit_kind::huge || static_cast<const char*>(p) != unit + e.user_offset()) return nullptr;
+  return reinterpret_cast<huge_header*>(e.header_below() ? unit - kChunkSize : unit);
+}
+
+bool huge_contains(const void* p) {
+  lookup::unit_entry e = lookup::entry_of(p);
+  return e.kind() == lookup::unit_kind::huge &&
+         static_cast<std::size_t>(static_cast<const char*>(p) - lookup::unit_base(p)) < e.end_offset();
 }
 
 void* huge_resize(huge_header* h, std::size_t n) {
@@ -212,33 +252,36 @@ void* huge_resize(huge_header* h, std::size_t n) {
     // mapping is at most kHugeCacheMaxBlock, which bounds the idle part.
     if (capacity / 16 > usable) {
       TENON_INJECT_POINT("huge.remap");
-      std::size_t keep = page + 2 * usable;
-      if (os::resize_in_place(h, h->map_size, keep)) h->map_size = keep;
+      resize_mapping(h, page + 2 * usable);
     }
     h->usable = usable;
     return h->user;
   }
   TENON_INJECT_POINT("huge.remap");
   std::size_t map_size = page + usable;
-  if (!os::resize_in_place(h, h->map_size, map_size)) {
+  if (!resize_mapping(h, map_size)) {
     // Move the pages (no copy) to a fresh 4 MiB-aligned reservation. The
     // old range is free the instant the move succeeds and another thread's
-    // new mapping may take it and mark its unit at once, so our mark goes
+    // new mapping may take it and mark its unit at once, so our entry goes
     // first: only the caller holds this block, and no one else may look it
-    // up in between.
+    // up in between. The new unit's leaf is reserved before anything moves.
     void* dest = os::reserve(map_size, kChunkSize);
     if (!dest) return nullptr;
-    lookup::unmark(lookup::map_kind::huge_near, h);
+    if (!lookup::prepare(dest)) {
+      os::release(dest, map_size);
+      return nullptr;
+    }
+    withdraw(h);
     if (!os::move_to(h, h->map_size, map_size, dest)) {
-      lookup::mark(lookup::map_kind::huge_near, h);
+      publish(h);
       os::release(dest, map_size);
       return nullptr;
     }
     h = static_cast<huge_header*>(dest);
     h->user = static_cast<char*>(dest) + page;
-    lookup::mark(lookup::map_kind::huge_near, h);
+    h->map_size = map_size;
+    publish(h);
   }
-  h->map_size = map_size;
   h->usable = usable;
   return h->user;
 }

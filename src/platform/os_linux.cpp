@@ -33,10 +33,11 @@ std::size_t page_size() {
   return ps;
 }
 
-void* reserve(std::size_t size, std::size_t align) {
-  TENON_INJECT_POINT("os.reserve");
-  if (align <= page_size()) return map_anon(size);
-  // Over-reserve, then trim both ends to the requested alignment.
+namespace {
+bool is_aligned(const void* p, std::size_t align) { return (reinterpret_cast<std::uintptr_t>(p) & (align - 1)) == 0; }
+
+// Over-reserve by `align`, then trim both ends to the alignment.
+void* reserve_trimmed(std::size_t size, std::size_t align) {
   std::size_t span = size + align;
   if (span < size) { errno = ENOMEM; return nullptr; }
   auto* raw = static_cast<char*>(map_anon(span));
@@ -48,6 +49,45 @@ void* reserve(std::size_t size, std::size_t align) {
   if (head) munmap(raw, head);
   if (tail) munmap(aligned + size, tail);
   return aligned;
+}
+
+// Exactly `size` at an aligned address next to where the kernel would put
+// it: for when an over-reservation does not fit (an address-space limit).
+void* reserve_at_aligned_hint(std::size_t size, std::size_t align) {
+#ifndef MAP_FIXED_NOREPLACE
+  constexpr int MAP_FIXED_NOREPLACE = 0x100000;  // Linux 4.17; older kernels take it as a hint
+#endif
+  auto* probe = static_cast<char*>(map_anon(size));
+  if (!probe || is_aligned(probe, align)) return probe;
+  munmap(probe, size);
+  auto down = reinterpret_cast<std::uintptr_t>(probe) & ~(std::uintptr_t)(align - 1);
+  for (std::uintptr_t hint : {down + align, down}) {
+    void* p = mmap(reinterpret_cast<void*>(hint), size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == MAP_FAILED) continue;
+    if (is_aligned(p, align)) return p;
+    munmap(p, size);
+  }
+  errno = ENOMEM;
+  return nullptr;
+}
+}  // namespace
+
+void* reserve(std::size_t size, std::size_t align) {
+  TENON_INJECT_POINT("os.reserve");
+  if (align <= page_size()) return map_anon(size);
+  // A whole number of alignment units (a chunk) is tried at its exact size
+  // first: the kernel hands out ranges top-down, right below the last one,
+  // so a run of chunks comes out aligned without the extra `align` of
+  // address space an over-reservation needs (which under an address-space
+  // limit may not fit when the chunk does).
+  if (size % align == 0) {
+    void* p = map_anon(size);
+    if (p && is_aligned(p, align)) return p;
+    if (p) munmap(p, size);
+  }
+  if (void* p = reserve_trimmed(size, align)) return p;
+  return reserve_at_aligned_hint(size, align);
 }
 
 void release(void* p, std::size_t size) {
