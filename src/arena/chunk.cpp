@@ -24,7 +24,7 @@ std::atomic<std::uint32_t> g_nchunks{0};
 std::atomic<std::uint32_t> g_scan_from{0};
 // Purge pass: at most one thread at a time, the claim is a CAS on this time.
 std::atomic<std::uint32_t> g_next_purge_ms{0};
-std::atomic<void (*)()> g_purge_hook{nullptr};
+std::atomic<bool (*)()> g_purge_hook{nullptr};
 
 constexpr std::uint64_t run_mask(unsigned first, unsigned n) {
   return (n >= 64 ? ~std::uint64_t{0} : ((std::uint64_t{1} << n) - 1)) << first;
@@ -232,10 +232,11 @@ bool purge(bool force, stats* st) {
       if (purge_slice(c, i, st)) any = true;
     }
   }
-  if (auto hook = g_purge_hook.load(std::memory_order_acquire)) hook();
+  if (auto hook = g_purge_hook.load(std::memory_order_acquire))
+    if (hook()) any = true;
   return any;
 }
 
-void set_purge_hook(void (*hook)()) { g_purge_hook.store(hook, std::memory_order_release); }
+void set_purge_hook(bool (*hook)()) { g_purge_hook.store(hook, std::memory_order_release); }
 
 }  // namespace tenon::arena

@@ -77,8 +77,10 @@ std::uint32_t now_ms();
 
 // A layer above that keeps memory of its own for reuse (the huge cache)
 // registers a function the periodic purge pass also calls, so that what it
-// keeps is given back after the delay even if it is never used again.
-void set_purge_hook(void (*hook)());
+// keeps is given back after the delay even if it is never used again. The
+// hook returns true if it gave memory back (purge's result, and so
+// malloc_trim's, counts it).
+void set_purge_hook(bool (*hook)());
 
 }  // namespace arena
 }  // namespace tenon

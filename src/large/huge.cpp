@@ -57,9 +57,11 @@ void unmap(huge_header* h) {
   os::release(h, h->map_size);
 }
 
-// Take cache entries older than the purge delay and unmap them.
-void evict_expired() {
+// Take cache entries older than the purge delay and unmap them. True if
+// any was unmapped.
+bool evict_expired() {
   std::uint32_t delay = options().purge_delay_ms;
+  bool any = false;
   for (auto& s : g_cache) {
     std::uint64_t w = s.load(std::memory_order_relaxed);
     if (!w || slot::age_ms(w) < delay) continue;
@@ -67,7 +69,9 @@ void evict_expired() {
     huge_header* h = header_at_unit(slot::unit(w));
     g_cache_bytes.fetch_sub(h->map_size, std::memory_order_relaxed);
     unmap(h);
+    any = true;
   }
+  return any;
 }
 
 bool cache_put(huge_header* h) {
