@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <stdint.h>
 
+#include <bit>
+
 #include "frontend/alloc_api.h"
 #include "platform/os.h"
 #include "tenon/tenon.h"
@@ -52,7 +54,17 @@ TENON_API int tenon_posix_memalign(void** out, size_t align, size_t n) {
   return 0;
 }
 
-TENON_API void* tenon_memalign(size_t align, size_t n) { return tenon_aligned_alloc(align, n); }
+// memalign follows glibc rather than aligned_alloc's C17 rule (programs
+// written against glibc pass such alignments): one that is not a power of two
+// is rounded up to the next (0 asks for no alignment: malloc's); only one
+// above SIZE_MAX / 2 + 1, with no power of two to round to, is EINVAL.
+TENON_API void* tenon_memalign(size_t align, size_t n) {
+  if (align > SIZE_MAX / 2 + 1) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return api::alloc_aligned(align == 0 ? 1 : std::bit_ceil(align), n);
+}
 
 TENON_API void* tenon_valloc(size_t n) { return api::alloc_aligned(os::page_size(), n); }
 
