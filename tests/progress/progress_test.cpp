@@ -121,6 +121,7 @@ void victim() {
   huge = tenon_malloc(6u << 20);  // huge.cache.take
   huge = tenon_realloc(huge, 40u << 20);  // huge.remap
   tenon_free(huge);
+  tenon_free(tenon_malloc(8u << 20));  // reuses the 40 MiB block: huge.cache.split
   tenon_malloc_trim(0);  // chunk.purge
   // Leave full spans behind at exit: span.abandon, span.float, stack.push.
   for (int i = 0; i < 3000; ++i) mine.push_back(tenon_malloc(128));
