@@ -72,11 +72,13 @@ constexpr unsigned kHugeCacheSlots = 32;
 constexpr std::size_t kHugeCacheMaxBlock = 64u << 20;
 constexpr std::size_t kHugeCacheMaxTotal = 256u << 20;
 
-// A cached huge block reused for a request at least this much smaller than
-// its capacity has the excess split off and cached on its own (huge.cpp,
-// split_tail); a smaller excess stays with the block (at most this much idle
-// per block). Twice the large limit: a tail that can hold a huge request.
+// A cached huge block reused for a request at least kHugeSplitMin smaller
+// than its capacity has the excess split off and cached on its own when at
+// least half of the excess's first kHugeSplitProbePages pages are resident
+// (huge.cpp, split_tail); otherwise the excess stays with the block. Twice
+// the large limit: a tail that can hold a huge request.
 constexpr std::size_t kHugeSplitMin = 2 * kMaxLarge;
+constexpr std::size_t kHugeSplitProbePages = 16;
 
 // A heap keeps one emptied span per class instead of returning it at once
 // when the class has at most this many blocks per span (4 KiB and up): such

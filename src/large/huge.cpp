@@ -93,24 +93,35 @@ bool cache_put(huge_header* h) {
   return false;
 }
 
-// A cached block taken for a request well below its capacity gives up the
-// pages past the request: they move (mremap, no copy: the resident pages go
-// along) to a mapping of their own, which is cached again. The next requests
-// reuse them instead of the block keeping them idle under a smaller user
-// (sort -S 50M: its 50 MiB buffer reused for five 10 MiB ones stayed resident
-// whole under the first, 94 MiB peak against glibc's 52). A tail below
-// kHugeSplitMin stays with the block: it could serve no huge request alone.
+// A cached block taken for a request well below its capacity, whose pages
+// past the request are resident, gives them up: they move (mremap, no copy:
+// the resident pages go along) to a mapping of their own, which is cached
+// again. The next requests reuse them instead of the block keeping them idle
+// under a smaller user (sort -S 50M: its 50 MiB buffer, written whole, reused
+// for five 10 MiB ones, stayed resident under the first: 94 MiB peak against
+// glibc's 52). A tail that is mostly not resident costs nothing to keep and
+// saves a later, bigger request its mremap: splitting those too made
+// malloc-large (2-35 MiB blocks written every 256 KiB) 15x slower (an mmap, a
+// munmap and an mremap per call, 18x the page faults). Residency is probed on
+// the tail's first kHugeSplitProbePages pages only: mincore over the whole
+// tail cost 50 us a call there, over its first MiB still 70% more system
+// time. A tail below kHugeSplitMin stays with the block: it could serve no
+// huge request alone.
 void split_tail(huge_header* h, std::size_t usable) {
   const std::size_t page = os::page_size();
   std::size_t keep = page + usable;
   if (h->map_size < keep + kHugeSplitMin) return;
+  std::size_t tail = h->map_size - keep;
+  char* from = reinterpret_cast<char*>(h) + keep;
+  std::size_t probe = kHugeSplitProbePages * page;
+  if (probe > tail) probe = tail;
+  if (os::resident_bytes(from, probe) < probe / 2) return;
   // The tail's first page becomes its header: the moved range is then the
   // whole new mapping, one VMA that mremap can grow or move later (a fresh
   // header page in front of it would be a second VMA: mremap fails, EFAULT).
-  std::size_t tail = h->map_size - keep;
   void* dest = os::reserve(tail, kChunkSize);
   if (!dest) return;  // keep the block whole rather than fail the request
-  if (!os::move_to(reinterpret_cast<char*>(h) + keep, tail, tail, dest)) {
+  if (!os::move_to(from, tail, tail, dest)) {
     os::release(dest, tail);
     return;
   }

@@ -32,6 +32,10 @@ bool resize_in_place(void* p, std::size_t old_size, std::size_t new_size);
 // the caller reserved with reserve() of at least new_size bytes.
 bool move_to(void* p, std::size_t old_size, std::size_t new_size, void* dest);
 
+// How many bytes of [p, p + size) are resident (mincore; p page aligned).
+// 0 if the kernel cannot tell.
+std::size_t resident_bytes(void* p, std::size_t size);
+
 // Ask for transparent huge pages on a range (best effort).
 void advise_huge(void* p, std::size_t size);
 

@@ -97,6 +97,22 @@ bool populate(void* p, std::size_t size) {
   return ok;
 }
 
+std::size_t resident_bytes(void* p, std::size_t size) {
+  // A small vector on the stack, the range in steps of its length.
+  unsigned char vec[1024];
+  const std::size_t page = page_size();
+  const std::size_t step = sizeof vec * page;
+  std::size_t resident = 0;
+  int saved = errno;
+  for (std::size_t off = 0; off < size; off += step) {
+    std::size_t len = size - off < step ? size - off : step;
+    if (mincore(static_cast<char*>(p) + off, len, vec) != 0) break;
+    for (std::size_t i = 0, n = (len + page - 1) / page; i < n; ++i) resident += vec[i] & 1;
+  }
+  errno = saved;
+  return resident * page;
+}
+
 void advise_huge(void* p, std::size_t size) {
 #ifdef MADV_HUGEPAGE
   int saved = errno;
