@@ -73,8 +73,8 @@ constexpr std::size_t kHugeCacheMaxBlock = 64u << 20;
 constexpr std::size_t kHugeCacheMaxTotal = 256u << 20;
 
 // A cached huge block reused for a request at least kHugeSplitMin smaller
-// than its capacity has the excess split off and cached on its own when at
-// least half of the excess's first kHugeSplitProbePages pages are resident
+// than its capacity has the excess split off and cached on its own when the
+// excess's first kHugeSplitProbePages pages are all resident
 // (huge.cpp, split_tail); otherwise the excess stays with the block. Twice
 // the large limit: a tail that can hold a huge request.
 constexpr std::size_t kHugeSplitMin = 2 * kMaxLarge;
