@@ -53,6 +53,17 @@ constexpr unsigned kMaxDirtyPerChunk = 8;
 // from 23.7 to 32.6 MiB (see architecture.md, known limits).
 constexpr std::uint32_t kDirtyGraceMs = 4;
 
+// The background purger (arena/purger.cpp) is started lazily by a release
+// that keeps at least this many slices resident in one run (1 MiB), or that
+// leaves a chunk over kMaxDirtyPerChunk, or by a huge block cached: a program
+// that only ever keeps a few free slices (ls: one 32 KiB directory buffer)
+// gets no thread.
+constexpr unsigned kPurgerStartSlices = 16;
+
+// The purger sleeps until the next purge pass is due, but never less than
+// this (TENON_PURGE_DELAY_MS=0 would otherwise wake it every millisecond).
+constexpr std::uint32_t kPurgerMinSleepMs = 10;
+
 // Taking slices looks for already-dirty ("warm") runs in this many chunks
 // before it uses clean ones (bounded, so a huge heap does not make every span
 // take a full scan).

@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "arena/chunk.h"
+#include "arena/purger.h"
 #include "common/inject.h"
 #include "common/options.h"
 #include "common/stats.h"
@@ -87,7 +88,10 @@ bool cache_put(huge_header* h) {
   for (auto& s : g_cache) {
     std::uint64_t empty = 0;
     TENON_INJECT_POINT("huge.cache.put");
-    if (s.compare_exchange_strong(empty, w, std::memory_order_release, std::memory_order_relaxed)) return true;
+    if (s.compare_exchange_strong(empty, w, std::memory_order_release, std::memory_order_relaxed)) {
+      purger::note_retained();  // cached pages go back on time even if the program goes idle
+      return true;
+    }
   }
   g_cache_bytes.fetch_sub(h->map_size, std::memory_order_relaxed);
   return false;

@@ -44,4 +44,23 @@ void advise_huge(void* p, std::size_t size);
 // older or out of memory; the pages then fault in on first touch as usual.
 bool populate(void* p, std::size_t size);
 
+// Threads (for the background purger, src/arena/purger.cpp).
+
+// True while the process has never had a second thread (glibc's
+// __libc_single_threaded; false where the C library does not say). Then no
+// other thread can hold a lock that creating a thread takes.
+bool single_threaded();
+
+// Start a detached thread running fn(nullptr), with a small stack and every
+// signal blocked (signals sent to the process must reach the program's own
+// threads). False if the thread could not be created (thread limits,
+// seccomp); errno is left as it was.
+bool start_thread(void* (*fn)(void*));
+
+// Name the calling thread (shown by ps, top and gdb; at most 15 characters).
+void name_this_thread(const char* name);
+
+// Sleep for about ms milliseconds (returns early if a signal interrupts it).
+void sleep_ms(std::uint32_t ms);
+
 }  // namespace tenon::os
