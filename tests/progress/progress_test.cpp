@@ -135,6 +135,7 @@ void victim() {
   // Huge reuse and resize.
   huge = tenon_malloc(6u << 20);  // huge.cache.take
   huge = tenon_realloc(huge, 40u << 20);  // huge.remap
+  std::memset(huge, 3, 40u << 20);        // resident whole, as a reused block's tail must be to split
   tenon_free(huge);
   tenon_free(tenon_malloc(8u << 20));  // reuses the 40 MiB block: huge.cache.split
   tenon_malloc_trim(0);  // chunk.purge
