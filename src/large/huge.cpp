@@ -143,9 +143,9 @@ void split_tail(huge_header* h, std::size_t usable) {
 }
 
 // The best cached mapping for `usable` bytes: the smallest whose capacity
-// holds it (its tail split off when much bigger), else the largest smaller
-// one (grown with mremap: its resident pages are reused, only the tail is new).
-huge_header* cache_take(std::size_t usable) {
+// holds it, else the largest smaller one (grown with mremap by the caller:
+// its resident pages are reused, only the tail is new).
+huge_header* claim_cached(std::size_t usable) {
   TENON_LOCKED_SECTION(huge);
   std::size_t want = usable / os::page_size();
   for (int attempt = 0; attempt < 4; ++attempt) {
@@ -166,11 +166,19 @@ huge_header* cache_take(std::size_t usable) {
     if (best->compare_exchange_strong(best_w, 0, std::memory_order_acquire)) {
       huge_header* h = header_at_unit(slot::unit(best_w));
       g_cache_bytes.fetch_sub(h->map_size, std::memory_order_relaxed);
-      split_tail(h, usable);
       return h;
     }
   }
   return nullptr;
+}
+
+// A cached mapping for `usable` bytes, its resident excess split off. The
+// split puts the excess back with cache_put, so it runs outside the claim's
+// section (the locked benchmark variant's mutex is not recursive).
+huge_header* cache_take(std::size_t usable) {
+  huge_header* h = claim_cached(usable);
+  if (h) split_tail(h, usable);
+  return h;
 }
 
 // Huge-path counters go to the calling thread's heap, or the shared ones.
