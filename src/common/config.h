@@ -84,10 +84,11 @@ constexpr std::size_t kHugeCacheMaxBlock = 64u << 20;
 constexpr std::size_t kHugeCacheMaxTotal = 256u << 20;
 
 // A cached huge block reused for a request at least kHugeSplitMin smaller
-// than its capacity has the excess split off and cached on its own when the
-// excess's first kHugeSplitProbePages pages are all resident
-// (huge.cpp, split_tail); otherwise the excess stays with the block. Twice
-// the large limit: a tail that can hold a huge request.
+// than its capacity, while no other block is cached, has the excess split
+// off and cached on its own when the excess's first kHugeSplitProbePages
+// pages are all resident (huge.cpp, cache_take and split_tail); otherwise the
+// excess stays with the block. Twice the large limit: a tail that can hold a
+// huge request.
 constexpr std::size_t kHugeSplitMin = 2 * kMaxLarge;
 constexpr std::size_t kHugeSplitProbePages = 16;
 

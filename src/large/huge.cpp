@@ -100,19 +100,14 @@ bool cache_put(huge_header* h) {
 // A cached block taken for a request well below its capacity, whose pages
 // past the request are resident, gives them up: they move (mremap, no copy:
 // the resident pages go along) to a mapping of their own, which is cached
-// again. The next requests reuse them instead of the block keeping them idle
-// under a smaller user (sort -S 50M: its 50 MiB buffer, written whole, reused
-// for five 10 MiB ones, stayed resident under the first: 94 MiB peak against
-// glibc's 52). A tail that is not densely resident costs little to keep and
-// saves a later, bigger request its mremap: splitting every tail made
-// malloc-large (2-35 MiB blocks written every 256 KiB) 15x slower (an mmap, a
-// munmap and an mremap per call, 18x the page faults), and splitting those
-// whose probe was half resident (the blocks' scattered last bytes pile up
-// there) still moved its peak RSS from 11 to 39 MiB. So residency is probed
-// on the tail's first kHugeSplitProbePages pages (mincore over the whole tail
-// cost 50 us a call there, over its first MiB 70% more system time), and only
-// a probe resident in full splits. A tail below kHugeSplitMin stays with the
-// block: it could serve no huge request alone.
+// again, and the next requests reuse them instead of the block keeping them
+// idle under a smaller user (sort reuses its freed buffer for smaller merge
+// buffers). An excess that is not densely resident costs little to keep and
+// spares a later, bigger request its mremap, so only an excess whose first
+// kHugeSplitProbePages pages are all resident is split; probing more of it, or
+// splitting on a partly resident probe, cost malloc-large time or RSS
+// (architecture.md, layer 6, has the figures). A tail below kHugeSplitMin
+// stays with the block: it could serve no huge request alone.
 void split_tail(huge_header* h, std::size_t usable) {
   const std::size_t page = os::page_size();
   std::size_t keep = page + usable;
@@ -144,16 +139,19 @@ void split_tail(huge_header* h, std::size_t usable) {
 
 // The best cached mapping for `usable` bytes: the smallest whose capacity
 // holds it, else the largest smaller one (grown with mremap by the caller:
-// its resident pages are reused, only the tail is new).
-huge_header* claim_cached(std::size_t usable) {
+// its resident pages are reused, only the tail is new). *alone: no other
+// block was cached when it was chosen.
+huge_header* claim_cached(std::size_t usable, bool* alone) {
   TENON_LOCKED_SECTION(huge);
   std::size_t want = usable / os::page_size();
   for (int attempt = 0; attempt < 4; ++attempt) {
     std::atomic<std::uint64_t>* best = nullptr;
     std::uint64_t best_w = 0;
+    unsigned cached = 0;
     for (auto& s : g_cache) {
       std::uint64_t w = s.load(std::memory_order_relaxed);
       if (!w) continue;
+      ++cached;
       std::size_t p = slot::pages(w), bp = slot::pages(best_w);
       bool better = !best || (p >= want ? bp < want || p < bp : bp < want && p > bp);
       if (better) {
@@ -166,18 +164,24 @@ huge_header* claim_cached(std::size_t usable) {
     if (best->compare_exchange_strong(best_w, 0, std::memory_order_acquire)) {
       huge_header* h = header_at_unit(slot::unit(best_w));
       g_cache_bytes.fetch_sub(h->map_size, std::memory_order_relaxed);
+      *alone = cached == 1;
       return h;
     }
   }
   return nullptr;
 }
 
-// A cached mapping for `usable` bytes, its resident excess split off. The
-// split puts the excess back with cache_put, so it runs outside the claim's
-// section (the locked benchmark variant's mutex is not recursive).
+// A cached mapping for `usable` bytes. When it was the only cached block its
+// resident excess is split off (a stream of smaller requests draining one
+// big freed block, as sort's merge buffers drain its sort buffer); while
+// other blocks are cached it stays whole, for a later request as big as it
+// (thread-chunks reuses 33 MiB blocks for 8 MiB ones, then needs 33 MiB
+// again). The split puts the excess back with cache_put, so it runs outside
+// the claim's section (the locked benchmark variant's mutex is not recursive).
 huge_header* cache_take(std::size_t usable) {
-  huge_header* h = claim_cached(usable);
-  if (h) split_tail(h, usable);
+  bool alone = false;
+  huge_header* h = claim_cached(usable, &alone);
+  if (h && alone) split_tail(h, usable);
   return h;
 }
 
