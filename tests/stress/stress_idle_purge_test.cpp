@@ -91,10 +91,12 @@ TEST(IdlePurge, ThreadIsNamedAndBlocksSignals) {
   std::vector<std::string> purgers = purger_threads();
   ASSERT_EQ(purgers.size(), 1u) << "one purger thread, named for ps and gdb";
   // Signals sent to the process must reach the program's threads, never it.
+  // (Under qemu-user the host thread's mask is qemu's, not the guest's.)
   unsigned long long blocked = std::strtoull(task_status(purgers[0], "SigBlk").c_str(), nullptr, 16);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGCHLD, SIGPIPE, SIGWINCH, SIGRTMIN + 5})
-    EXPECT_TRUE(blocked >> (sig - 1) & 1) << "signal " << sig << " not blocked in the purger (SigBlk " << std::hex
-                                          << blocked << ")";
+  if (!std::getenv("TENON_TEST_EMULATED"))
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGCHLD, SIGPIPE, SIGWINCH, SIGRTMIN + 5})
+      EXPECT_TRUE(blocked >> (sig - 1) & 1) << "signal " << sig << " not blocked in the purger (SigBlk " << std::hex
+                                            << blocked << ")";
   churn_200_mib();
   EXPECT_EQ(threads_named("tenon-purge").size(), 1u) << "started once";
 }
