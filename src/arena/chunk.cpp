@@ -6,6 +6,7 @@
 #include <bit>
 #include <new>
 
+#include "arena/purger.h"
 #include "common/inject.h"
 #include "common/options.h"
 #include "common/stats.h"
@@ -29,7 +30,7 @@ std::atomic<std::uint32_t> g_nchunks{0};
 std::atomic<std::uint32_t> g_scan_from{0};
 // Purge pass: at most one thread at a time, the claim is a CAS on this time.
 std::atomic<std::uint32_t> g_next_purge_ms{0};
-std::atomic<void (*)()> g_purge_hook{nullptr};
+std::atomic<bool (*)()> g_purge_hook{nullptr};
 
 // The registered chunk in slot idx, or nullptr (a slot being filled, or in a
 // block that could not be reserved).
@@ -237,8 +238,20 @@ void release_span(span* s, stats* st) {
   }
   if (st) st->add(stat_spans_released);
   trim_chunk(c, mask, st);
+  // Memory now kept resident for reuse: the background purger gives it back
+  // on time if the program goes idle. Only for a sizeable run, or a chunk the
+  // cap above could not bring down (its free slices are all young).
+  if (n >= kPurgerStartSlices ||
+      std::popcount(c->dirty.load(std::memory_order_relaxed) & ~c->used.load(std::memory_order_relaxed)) >
+          static_cast<int>(kMaxDirtyPerChunk))
+    purger::note_retained();
   std::uint32_t next = g_next_purge_ms.load(std::memory_order_relaxed);
   if (static_cast<std::int32_t>(now - next) >= 0) purge(false, st);
+}
+
+std::uint32_t ms_until_purge_due() {
+  std::int32_t left = static_cast<std::int32_t>(g_next_purge_ms.load(std::memory_order_relaxed) - now_ms());
+  return left > 0 ? static_cast<std::uint32_t>(left) : 0;
 }
 
 bool purge(bool force, stats* st) {
@@ -267,10 +280,11 @@ bool purge(bool force, stats* st) {
       if (purge_slice(c, i, st)) any = true;
     }
   }
-  if (auto hook = g_purge_hook.load(std::memory_order_acquire)) hook();
+  if (auto hook = g_purge_hook.load(std::memory_order_acquire))
+    if (hook()) any = true;
   return any;
 }
 
-void set_purge_hook(void (*hook)()) { g_purge_hook.store(hook, std::memory_order_release); }
+void set_purge_hook(bool (*hook)()) { g_purge_hook.store(hook, std::memory_order_release); }
 
 }  // namespace tenon::arena

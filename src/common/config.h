@@ -66,6 +66,17 @@ constexpr unsigned kMaxDirtyPerChunk = 8;
 // from 23.7 to 32.6 MiB (see architecture.md, known limits).
 constexpr std::uint32_t kDirtyGraceMs = 4;
 
+// The background purger (arena/purger.cpp) is started lazily by a release
+// that keeps at least this many slices resident in one run (1 MiB), or that
+// leaves a chunk over kMaxDirtyPerChunk, or by a huge block cached: a program
+// that only ever keeps a few free slices (ls: one 32 KiB directory buffer)
+// gets no thread.
+constexpr unsigned kPurgerStartSlices = 16;
+
+// The purger sleeps until the next purge pass is due, but never less than
+// this (TENON_PURGE_DELAY_MS=0 would otherwise wake it every millisecond).
+constexpr std::uint32_t kPurgerMinSleepMs = 10;
+
 // Taking slices looks for already-dirty ("warm") runs in this many chunks
 // before it uses clean ones (bounded, so a huge heap does not make every span
 // take a full scan).
@@ -96,6 +107,15 @@ constexpr std::size_t kHugeCacheMaxTotal = 256u << 20;
 // request and maps fresh pages (DEFAULT_MMAP_THRESHOLD_MAX), so on both
 // sides tenon does the work glibc does (see architecture.md, huge blocks).
 constexpr std::size_t kCallocDropMin = std::size_t{32} << 20;
+
+// A cached huge block reused for a request at least kHugeSplitMin smaller
+// than its capacity, while no other block is cached, has the excess split
+// off and cached on its own when the excess's first kHugeSplitProbePages
+// pages are all resident (huge.cpp, cache_take and split_tail); otherwise the
+// excess stays with the block. Twice the large limit: a tail that can hold a
+// huge request.
+constexpr std::size_t kHugeSplitMin = 2 * kMaxLarge;
+constexpr std::size_t kHugeSplitProbePages = 16;
 
 // A heap keeps one emptied span per class instead of returning it at once
 // when the class has at most this many blocks per span (4 KiB and up): such

@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "arena/chunk.h"
+#include "arena/purger.h"
 #include "common/inject.h"
 #include "common/options.h"
 #include "common/stats.h"
@@ -88,9 +89,11 @@ bool resize_mapping(huge_header* h, std::size_t map_size) {
   return true;
 }
 
-// Take cache entries older than the purge delay and unmap them.
-void evict_expired() {
+// Take cache entries older than the purge delay and unmap them. True if
+// any was unmapped.
+bool evict_expired() {
   std::uint32_t delay = options().purge_delay_ms;
+  bool any = false;
   for (auto& s : g_cache) {
     std::uint64_t w = s.load(std::memory_order_relaxed);
     if (!w || slot::age_ms(w) < delay) continue;
@@ -98,7 +101,9 @@ void evict_expired() {
     huge_header* h = header_at_unit(slot::unit(w));
     g_cache_bytes.fetch_sub(h->map_size, std::memory_order_relaxed);
     unmap(h);
+    any = true;
   }
+  return any;
 }
 
 bool cache_put(huge_header* h) {
@@ -114,24 +119,80 @@ bool cache_put(huge_header* h) {
   for (auto& s : g_cache) {
     std::uint64_t empty = 0;
     TENON_INJECT_POINT("huge.cache.put");
-    if (s.compare_exchange_strong(empty, w, std::memory_order_release, std::memory_order_relaxed)) return true;
+    if (s.compare_exchange_strong(empty, w, std::memory_order_release, std::memory_order_relaxed)) {
+      purger::note_retained();  // cached pages go back on time even if the program goes idle
+      return true;
+    }
   }
   g_cache_bytes.fetch_sub(h->map_size, std::memory_order_relaxed);
   return false;
 }
 
+// A cached block taken for a request well below its capacity, whose pages
+// past the request are resident, gives them up: they move (mremap, no copy:
+// the resident pages go along) to a mapping of their own, which is cached
+// again, and the next requests reuse them instead of the block keeping them
+// idle under a smaller user (sort reuses its freed buffer for smaller merge
+// buffers). An excess that is not densely resident costs little to keep and
+// spares a later, bigger request its mremap, so only an excess whose first
+// kHugeSplitProbePages pages are all resident is split; probing more of it, or
+// splitting on a partly resident probe, cost malloc-large time or RSS
+// (architecture.md, layer 6, has the figures). A tail below kHugeSplitMin
+// stays with the block: it could serve no huge request alone.
+void split_tail(huge_header* h, std::size_t usable) {
+  const std::size_t page = os::page_size();
+  std::size_t keep = page + usable;
+  if (h->map_size < keep + kHugeSplitMin) return;
+  std::size_t tail = h->map_size - keep;
+  char* from = reinterpret_cast<char*>(h) + keep;
+  std::size_t probe = kHugeSplitProbePages * page;
+  if (probe > tail) probe = tail;
+  if (os::resident_bytes(from, probe) < probe) return;
+  // The tail's first page becomes its header: the moved range is then the
+  // whole new mapping, one VMA that mremap can grow or move later (a fresh
+  // header page in front of it would be a second VMA: mremap fails, EFAULT).
+  // Keep the block whole rather than fail the request when the new mapping
+  // or its unit map leaf cannot be had.
+  void* dest = os::reserve(tail, kChunkSize);
+  if (!dest) return;
+  if (!lookup::prepare(static_cast<char*>(dest))) {
+    os::release(dest, tail);
+    return;
+  }
+  // The block's entry narrows before its tail leaves: the kernel may hand
+  // the vacated range to another mapping at once.
+  lookup::set(marked_unit(h), entry_for(h, keep));
+  if (!os::move_to(from, tail, tail, dest)) {
+    publish(h);
+    os::release(dest, tail);
+    return;
+  }
+  h->map_size = keep;
+  auto* t = static_cast<huge_header*>(dest);
+  t->map_size = tail;
+  t->usable = tail - page;
+  t->user = static_cast<char*>(dest) + page;
+  t->far = false;
+  publish(t);
+  TENON_INJECT_POINT("huge.cache.split");
+  if (!cache_put(t)) unmap(t);
+}
+
 // The best cached mapping for `usable` bytes: the smallest whose capacity
-// holds it, else the largest smaller one (grown with mremap: its resident
-// pages are reused, only the tail is new).
-huge_header* cache_take(std::size_t usable) {
+// holds it, else the largest smaller one (grown with mremap by the caller:
+// its resident pages are reused, only the tail is new). *alone: no other
+// block was cached when it was chosen.
+huge_header* claim_cached(std::size_t usable, bool* alone) {
   TENON_LOCKED_SECTION(huge);
   std::size_t want = usable / os::page_size();
   for (int attempt = 0; attempt < 4; ++attempt) {
     std::atomic<std::uint64_t>* best = nullptr;
     std::uint64_t best_w = 0;
+    unsigned cached = 0;
     for (auto& s : g_cache) {
       std::uint64_t w = s.load(std::memory_order_relaxed);
       if (!w) continue;
+      ++cached;
       std::size_t p = slot::pages(w), bp = slot::pages(best_w);
       bool better = !best || (p >= want ? bp < want || p < bp : bp < want && p > bp);
       if (better) {
@@ -144,10 +205,25 @@ huge_header* cache_take(std::size_t usable) {
     if (best->compare_exchange_strong(best_w, 0, std::memory_order_acquire)) {
       huge_header* h = header_at_unit(slot::unit(best_w));
       g_cache_bytes.fetch_sub(h->map_size, std::memory_order_relaxed);
+      *alone = cached == 1;
       return h;
     }
   }
   return nullptr;
+}
+
+// A cached mapping for `usable` bytes. When it was the only cached block its
+// resident excess is split off (a stream of smaller requests draining one
+// big freed block, as sort's merge buffers drain its sort buffer); while
+// other blocks are cached it stays whole, for a later request as big as it
+// (thread-chunks reuses 33 MiB blocks for 8 MiB ones, then needs 33 MiB
+// again). The split puts the excess back with cache_put, so it runs outside
+// the claim's section (the locked benchmark variant's mutex is not recursive).
+huge_header* cache_take(std::size_t usable) {
+  bool alone = false;
+  huge_header* h = claim_cached(usable, &alone);
+  if (h && alone) split_tail(h, usable);
+  return h;
 }
 
 // Huge-path counters go to the calling thread's heap, or the shared ones.

@@ -4,11 +4,19 @@
 #include "common/inject.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
+
+// glibc 2.32+: set false when the process first creates a thread (never set
+// back). Weak, so that a C library without it reads as "not known single".
+extern "C" char __libc_single_threaded __attribute__((weak));
 
 namespace tenon::os {
 
@@ -137,6 +145,22 @@ bool populate(void* p, std::size_t size) {
   return ok;
 }
 
+std::size_t resident_bytes(void* p, std::size_t size) {
+  // A small vector on the stack, the range in steps of its length.
+  unsigned char vec[1024];
+  const std::size_t page = page_size();
+  const std::size_t step = sizeof vec * page;
+  std::size_t resident = 0;
+  int saved = errno;
+  for (std::size_t off = 0; off < size; off += step) {
+    std::size_t len = size - off < step ? size - off : step;
+    if (mincore(static_cast<char*>(p) + off, len, vec) != 0) break;
+    for (std::size_t i = 0, n = (len + page - 1) / page; i < n; ++i) resident += vec[i] & 1;
+  }
+  errno = saved;
+  return resident * page;
+}
+
 void advise_huge(void* p, std::size_t size) {
 #ifdef MADV_HUGEPAGE
   int saved = errno;
@@ -145,6 +169,43 @@ void advise_huge(void* p, std::size_t size) {
 #else
   (void)p; (void)size;
 #endif
+}
+
+bool single_threaded() { return &__libc_single_threaded != nullptr && __libc_single_threaded != 0; }
+
+bool start_thread(void* (*fn)(void*)) {
+  int saved = errno;
+  pthread_attr_t attr;
+  if (pthread_attr_init(&attr) != 0) return false;
+  // An explicit stack size: pthread_create then reads no process-wide
+  // default (whose lock a caller of ours might hold). 256 KiB is ample for a
+  // purge pass and for the sanitizers' interceptors.
+  pthread_attr_setstacksize(&attr, std::size_t{256} << 10);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  // The new thread inherits the creator's mask: block everything around the
+  // create (glibc keeps its own cancellation and setxid signals deliverable).
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_t tid;
+  bool ok = pthread_create(&tid, &attr, fn, nullptr) == 0;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  pthread_attr_destroy(&attr);
+  errno = saved;
+  return ok;
+}
+
+void name_this_thread(const char* name) {
+  int saved = errno;
+  prctl(PR_SET_NAME, name, 0, 0, 0);
+  errno = saved;
+}
+
+void sleep_ms(std::uint32_t ms) {
+  int saved = errno;
+  timespec ts{static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000L};
+  nanosleep(&ts, nullptr);
+  errno = saved;
 }
 
 }  // namespace tenon::os
