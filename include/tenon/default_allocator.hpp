@@ -3,7 +3,7 @@
 #pragma once
 #include <cstddef>
 
-#include "frontend/alloc_api.h"
+#include "tenon/frontend/alloc_api.h"
 
 namespace tenon {
 

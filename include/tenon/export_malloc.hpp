@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <new>
 
-#include "platform/os.h"
+#include "tenon/platform/os.h"
 
 namespace tenon {
 

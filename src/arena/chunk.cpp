@@ -1,4 +1,4 @@
-#include "arena/chunk.h"
+#include "tenon/arena/chunk.h"
 
 #include <errno.h>
 #include <time.h>
@@ -6,13 +6,13 @@
 #include <bit>
 #include <new>
 
-#include "arena/purger.h"
-#include "common/inject.h"
-#include "common/options.h"
-#include "common/stats.h"
-#include "common/variant.h"
-#include "lookup/chunk_map.h"
-#include "platform/os.h"
+#include "tenon/arena/purger.h"
+#include "tenon/common/inject.h"
+#include "tenon/common/options.h"
+#include "tenon/common/stats.h"
+#include "tenon/common/variant.h"
+#include "tenon/lookup/chunk_map.h"
+#include "tenon/platform/os.h"
 
 namespace tenon::arena {
 

@@ -1,14 +1,14 @@
-#include "arena/purger.h"
+#include "tenon/arena/purger.h"
 
 #include <stdlib.h>
 
 #include <atomic>
 
-#include "arena/chunk.h"
-#include "common/config.h"
-#include "common/inject.h"
-#include "common/options.h"
-#include "platform/os.h"
+#include "tenon/arena/chunk.h"
+#include "tenon/common/config.h"
+#include "tenon/common/inject.h"
+#include "tenon/common/options.h"
+#include "tenon/platform/os.h"
 
 namespace tenon::purger {
 

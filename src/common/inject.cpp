@@ -1,5 +1,5 @@
 // The hook behind TENON_INJECT_POINT (built only with -DTENON_INJECT=ON).
-#include "common/inject.h"
+#include "tenon/common/inject.h"
 
 #ifdef TENON_INJECT
 #include <atomic>

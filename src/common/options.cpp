@@ -1,6 +1,6 @@
-#include "common/options.h"
+#include "tenon/common/options.h"
 
-#include "common/inject.h"
+#include "tenon/common/inject.h"
 
 #include <stdlib.h>
 

@@ -1,12 +1,12 @@
 // Printing of the statistics: summed over every heap ever created (heaps are
 // never unmapped) plus the counters of heap-less threads. Formats numbers by
 // hand and writes with write(2): nothing here allocates.
-#include "common/stats.h"
+#include "tenon/common/stats.h"
 
 #include <unistd.h>
 
-#include "common/options.h"
-#include "heap/heap.h"
+#include "tenon/common/options.h"
+#include "tenon/heap/heap.h"
 
 namespace tenon {
 

@@ -3,10 +3,10 @@
 // foreign.cpp.
 #include <stdint.h>
 
-#include "arena/chunk.h"
-#include "frontend/alloc_api.h"
-#include "frontend/foreign.h"
-#include "platform/os.h"
+#include "tenon/arena/chunk.h"
+#include "tenon/frontend/alloc_api.h"
+#include "tenon/frontend/foreign.h"
+#include "tenon/platform/os.h"
 
 namespace tenon::api {
 

@@ -1,13 +1,13 @@
 // Foreign pointers: see foreign.h. Nothing here waits for another thread:
 // the header is read in place and the only call out is munmap.
-#include "frontend/foreign.h"
+#include "tenon/frontend/foreign.h"
 
 #include <errno.h>
 #include <string.h>
 
-#include "frontend/alloc_api.h"
-#include "platform/glibc_chunk.h"
-#include "platform/os.h"
+#include "tenon/frontend/alloc_api.h"
+#include "tenon/platform/glibc_chunk.h"
+#include "tenon/platform/os.h"
 
 namespace tenon::api {
 

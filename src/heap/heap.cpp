@@ -1,5 +1,5 @@
 // Slow paths of the thread heaps. Each function says why it never waits.
-#include "heap/heap.h"
+#include "tenon/heap/heap.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -7,10 +7,10 @@
 #include <bit>
 #include <new>
 
-#include "common/id_stack.h"
-#include "common/inject.h"
-#include "large/large.h"
-#include "platform/os.h"
+#include "tenon/common/id_stack.h"
+#include "tenon/common/inject.h"
+#include "tenon/large/large.h"
+#include "tenon/platform/os.h"
 
 namespace tenon {
 

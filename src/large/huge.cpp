@@ -5,16 +5,16 @@
 
 #include <atomic>
 
-#include "arena/chunk.h"
-#include "arena/purger.h"
-#include "common/inject.h"
-#include "common/options.h"
-#include "common/stats.h"
-#include "heap/heap.h"
-#include "common/variant.h"
-#include "large/large.h"
-#include "lookup/chunk_map.h"
-#include "platform/os.h"
+#include "tenon/arena/chunk.h"
+#include "tenon/arena/purger.h"
+#include "tenon/common/inject.h"
+#include "tenon/common/options.h"
+#include "tenon/common/stats.h"
+#include "tenon/heap/heap.h"
+#include "tenon/common/variant.h"
+#include "tenon/large/large.h"
+#include "tenon/lookup/chunk_map.h"
+#include "tenon/platform/os.h"
 
 namespace tenon {
 

@@ -1,10 +1,10 @@
-#include "large/large.h"
+#include "tenon/large/large.h"
 
 #include <errno.h>
 
-#include "arena/chunk.h"
-#include "heap/heap.h"
-#include "platform/os.h"
+#include "tenon/arena/chunk.h"
+#include "tenon/heap/heap.h"
+#include "tenon/platform/os.h"
 
 namespace tenon {
 

@@ -1,7 +1,7 @@
 // Layer 1 for Linux: mmap, munmap, madvise, mremap.
-#include "platform/os.h"
+#include "tenon/platform/os.h"
 
-#include "common/inject.h"
+#include "tenon/common/inject.h"
 
 #include <errno.h>
 #include <pthread.h>

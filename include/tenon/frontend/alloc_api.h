@@ -8,11 +8,11 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/config.h"
-#include "common/size_classes.h"
-#include "heap/heap.h"
-#include "large/large.h"
-#include "lookup/chunk_map.h"
+#include "tenon/common/config.h"
+#include "tenon/common/size_classes.h"
+#include "tenon/heap/heap.h"
+#include "tenon/large/large.h"
+#include "tenon/lookup/chunk_map.h"
 
 namespace tenon::api {
 

@@ -9,7 +9,7 @@
 #pragma once
 #include <cstddef>
 
-#include "span/span.h"
+#include "tenon/span/span.h"
 
 namespace tenon {
 

@@ -21,7 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/config.h"
+#include "tenon/common/config.h"
 
 namespace tenon {
 

@@ -16,8 +16,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/config.h"
-#include "span/span.h"
+#include "tenon/common/config.h"
+#include "tenon/span/span.h"
 
 namespace tenon {
 

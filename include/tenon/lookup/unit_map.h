@@ -18,7 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/config.h"
+#include "tenon/common/config.h"
 
 namespace tenon::lookup {
 

@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/config.h"
+#include "tenon/common/config.h"
 
 namespace tenon {
 

@@ -24,8 +24,8 @@
 #include <atomic>
 #include <cstdint>
 
-#include "common/config.h"
-#include "lookup/unit_map.h"
+#include "tenon/common/config.h"
+#include "tenon/lookup/unit_map.h"
 
 namespace tenon::lookup {
 

@@ -14,11 +14,11 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "arena/chunk.h"
-#include "common/size_classes.h"
-#include "common/stats.h"
-#include "lookup/chunk_map.h"
-#include "span/span.h"
+#include "tenon/arena/chunk.h"
+#include "tenon/common/size_classes.h"
+#include "tenon/common/stats.h"
+#include "tenon/lookup/chunk_map.h"
+#include "tenon/span/span.h"
 
 namespace tenon {
 

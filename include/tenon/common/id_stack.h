@@ -14,8 +14,8 @@
 #include <atomic>
 #include <cstdint>
 
-#include "common/inject.h"
-#include "common/variant.h"
+#include "tenon/common/inject.h"
+#include "tenon/common/variant.h"
 
 namespace tenon {
 
