@@ -1,10 +1,14 @@
-// Layer 1 for Linux: mmap, munmap, madvise, mremap.
+// Layer 1 for Linux: mmap, munmap, madvise, mremap, and the C library calls
+// the layers above need (clock, environment, stderr, thread key, dlsym).
 #include "tenon/platform/os.h"
 
 #include "tenon/common/inject.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 #include <signal.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
@@ -22,6 +26,20 @@ namespace tenon::os {
 
 namespace {
 std::atomic<std::size_t> g_page_size{0};
+
+// The memory source, if one was installed, and whether any memory was
+// reserved yet (after which no source may be installed). Written once:
+// installs race by CAS on g_source_state.
+enum : int { kNoSourceYet, kInstalling, kSourceSet, kReserved };
+std::atomic<int> g_source_state{kNoSourceYet};
+memory_source g_source;
+
+bool has_source() { return g_source_state.load(std::memory_order_acquire) == kSourceSet; }
+
+void note_reserved() {
+  int state = g_source_state.load(std::memory_order_relaxed);
+  if (state == kNoSourceYet) g_source_state.compare_exchange_strong(state, kReserved, std::memory_order_relaxed);
+}
 
 void* map_anon(std::size_t size) {
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE,
@@ -81,8 +99,23 @@ void* reserve_at_aligned_hint(std::size_t size, std::size_t align) {
 }
 }  // namespace
 
+bool set_memory_source(const memory_source& source) {
+  int state = kNoSourceYet;
+  if (!source.reserve || !g_source_state.compare_exchange_strong(state, kInstalling, std::memory_order_relaxed))
+    return false;
+  g_source = source;
+  g_source_state.store(kSourceSet, std::memory_order_release);
+  return true;
+}
+
 void* reserve(std::size_t size, std::size_t align) {
   TENON_INJECT_POINT("os.reserve");
+  if (has_source()) {
+    void* p = g_source.reserve(size, align < page_size() ? page_size() : align, g_source.context);
+    if (!p) errno = ENOMEM;
+    return p;
+  }
+  note_reserved();
   if (align <= page_size()) return map_anon(size);
   // A whole number of alignment units (a chunk) is tried at its exact size
   // first: the kernel hands out ranges top-down, right below the last one,
@@ -100,7 +133,11 @@ void* reserve(std::size_t size, std::size_t align) {
 
 void release(void* p, std::size_t size) {
   int saved = errno;
-  munmap(p, size);
+  if (has_source()) {
+    if (g_source.release) g_source.release(p, size, g_source.context);
+  } else {
+    munmap(p, size);
+  }
   errno = saved;
 }
 
@@ -118,6 +155,7 @@ bool resize_in_place(void* p, std::size_t old_size, std::size_t new_size) {
   (void)p; (void)old_size; (void)new_size;
   return false;
 #endif
+  if (has_source()) return false;
   int saved = errno;
   void* r = mremap(p, old_size, new_size, 0);
   errno = saved;
@@ -129,6 +167,7 @@ bool move_to(void* p, std::size_t old_size, std::size_t new_size, void* dest) {
   (void)p; (void)old_size; (void)new_size; (void)dest;  // see resize_in_place
   return false;
 #endif
+  if (has_source()) return false;
   int saved = errno;
   void* r = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, dest);
   errno = saved;
@@ -170,6 +209,41 @@ void advise_huge(void* p, std::size_t size) {
   (void)p; (void)size;
 #endif
 }
+
+std::uint32_t now_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<std::uint32_t>(ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+}
+
+const char* env(const char* name) { return getenv(name); }
+
+void write_error(const char* text, std::size_t length) {
+  int saved = errno;
+  while (length > 0) {
+    ssize_t n = write(2, text, length);
+    if (n <= 0) break;
+    text += n;
+    length -= static_cast<std::size_t>(n);
+  }
+  errno = saved;
+}
+
+void write_error(const char* text) { write_error(text, strlen(text)); }
+
+void abort_process() { abort(); }
+
+long thread_key_create(void (*destructor)(void*)) {
+  pthread_key_t key;
+  if (pthread_key_create(&key, destructor) != 0) return -1;
+  return static_cast<long>(key);
+}
+
+void thread_key_delete(long key) { pthread_key_delete(static_cast<pthread_key_t>(key)); }
+
+void thread_key_set(long key, void* value) { pthread_setspecific(static_cast<pthread_key_t>(key), value); }
+
+void* next_symbol(const char* name) { return dlsym(RTLD_NEXT, name); }
 
 bool single_threaded() { return &__libc_single_threaded != nullptr && __libc_single_threaded != 0; }
 

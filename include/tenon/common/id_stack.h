@@ -9,25 +9,29 @@
 // the stale value is discarded by the failing CAS. Plain 64-bit CAS, so the
 // same code runs on aarch64.
 //
-// `Link` maps an id to its std::atomic<uint32_t> next field.
+// `Link` maps an id to its std::atomic<uint32_t> next field; `Sync` is the
+// engine's synchronisation policy (common/sync.h).
 #pragma once
 #include <atomic>
 #include <cstdint>
 
+#include "tenon/common/checks.h"
 #include "tenon/common/inject.h"
-#include "tenon/common/variant.h"
+#include "tenon/common/sync.h"
 
 namespace tenon {
 
-template <class Link>
+template <class Link, class Sync = lock_free>
 class id_stack {
  public:
   // Returns the number of failed CAS attempts (contention statistics).
   unsigned push(std::uint32_t id) {
-    TENON_LOCKED_SECTION(stack);
+    TENON_CHECK(id != 0);
+    [[maybe_unused]] section<Sync, shared_structure::stacks> guard;
     unsigned retries = 0;
     std::uint64_t old = head_.load(std::memory_order_relaxed);
     for (;;) {
+      TENON_CHECK(static_cast<std::uint32_t>(old) != id);
       Link{}(id).store(static_cast<std::uint32_t>(old), std::memory_order_relaxed);
       std::uint64_t next = ((old >> 32) + 1) << 32 | id;
       TENON_INJECT_POINT("stack.push");
@@ -38,7 +42,7 @@ class id_stack {
   }
 
   std::uint32_t pop(unsigned* retries) {
-    TENON_LOCKED_SECTION(stack);
+    [[maybe_unused]] section<Sync, shared_structure::stacks> guard;
     std::uint64_t old = head_.load(std::memory_order_acquire);
     for (;;) {
       auto id = static_cast<std::uint32_t>(old);
@@ -52,11 +56,11 @@ class id_stack {
     }
   }
 
-  // Take the whole stack in one exchange (the tag is bumped, so a racing pop
-  // fails its CAS). Returns the top id; the rest follow through the links,
-  // which belong to the caller alone from now on.
+  // Take the whole stack with one successful CAS (the tag is bumped, so a
+  // racing pop fails its CAS). Returns the top id; the rest follow through the
+  // links, which belong to the caller alone from now on.
   std::uint32_t pop_all() {
-    TENON_LOCKED_SECTION(stack);
+    [[maybe_unused]] section<Sync, shared_structure::stacks> guard;
     std::uint64_t old = head_.load(std::memory_order_relaxed);
     while (static_cast<std::uint32_t>(old) != 0) {
       TENON_INJECT_POINT("stack.pop_all");

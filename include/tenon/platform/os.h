@@ -1,7 +1,12 @@
-// Layer 1, platform: the only code that talks to the operating system.
-// Everything above asks for address space here and never calls mmap itself.
-// No function here takes a lock or allocates; failures return nullptr/false
-// and leave errno as the kernel set it (ENOMEM for address-space exhaustion).
+// Layer 1, platform: the only code that talks to the operating system and
+// the C library (mimalloc's lesson: one small primitives header). Everything
+// above asks here for address space, the clock, the environment, stderr,
+// the thread-exit key and symbols of the next library in line, and never
+// calls mmap, getenv, write, pthread_* or dlsym itself (tests/layers/
+// layout_check.py fails on a call elsewhere). No function here takes a lock
+// or allocates unless it says so; failures return nullptr/false and leave
+// errno as the kernel set it (ENOMEM for address-space exhaustion).
+// platform.h states the contract the engines rely on as a concept.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -43,6 +48,46 @@ void advise_huge(void* p, std::size_t size);
 // (MADV_POPULATE_WRITE, Linux 5.14+). Best effort: false if the kernel is
 // older or out of memory; the pages then fault in on first touch as usual.
 bool populate(void* p, std::size_t size);
+
+// Where memory comes from (see tenon_set_memory_source in tenon.h). A
+// source installed before the first reservation replaces mmap for every
+// reserve() from then on; with one, release() hands ranges back to it and
+// resize_in_place()/move_to() always answer false (its memory is not the
+// kernel's to remap), so callers copy instead. Only the first install counts.
+struct memory_source {
+  void* (*reserve)(std::size_t size, std::size_t align, void* context);
+  void (*release)(void* p, std::size_t size, void* context);
+  void* context;
+};
+// False (nothing changes) once memory has been reserved or a source is set.
+bool set_memory_source(const memory_source& source);
+
+// Milliseconds on a coarse monotonic clock (CLOCK_MONOTONIC_COARSE: cheap,
+// a few ms of resolution; slow paths only). Wraps after 49 days: callers
+// compare differences.
+std::uint32_t now_ms();
+
+// The process environment's value for name, or nullptr (getenv: neither
+// allocates nor locks).
+const char* env(const char* name);
+
+// Writes to stderr with write(2): no buffering, no allocation; errno kept.
+void write_error(const char* text, std::size_t length);
+void write_error(const char* text);
+
+// Ends the process with SIGABRT (after a message was written).
+[[noreturn]] void abort_process();
+
+// The thread-exit hook: a pthread key whose destructor runs at each thread's
+// exit with the value the thread set. -1 if no key could be created.
+long thread_key_create(void (*destructor)(void*));
+void thread_key_delete(long key);
+void thread_key_set(long key, void* value);
+
+// The definition of `name` in the next library after this one in the lookup
+// order (dlsym(RTLD_NEXT)), or nullptr. Takes the dynamic linker's lock:
+// call it at load time (a constructor) or on a path that may wait.
+void* next_symbol(const char* name);
 
 // Threads (for the background purger, src/arena/purger.cpp).
 
