@@ -44,6 +44,10 @@ TENON_API int tenon_malloc_trim(size_t pad);
  * ownership of its memory region goes). Foreign pointers answer 0. */
 TENON_API int tenon_owns(const void* ptr);
 
+/* The version of the tenon library in use, "MAJOR.MINOR.PATCH" (a static
+ * string; the same as the CMake package's and tenon.pc's version). */
+TENON_API const char* tenon_version(void);
+
 /* Print allocator statistics (counts, CAS retries per shared structure) to
  * stderr. Also done at exit when the environment has TENON_STATS=1. */
 TENON_API void tenon_stats_print(void);
