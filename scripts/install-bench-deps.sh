@@ -21,10 +21,11 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "install-bench-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq >/dev/null 2>&1 || echo "install-bench-deps: apt-get update failed" >&2
+source "$(dirname "$0")/apt-wait.sh"  # apt_get: waits for other package managers
+apt_get update -qq >/dev/null 2>&1 || echo "install-bench-deps: apt-get update failed" >&2
 # One package at a time so that one unavailable name does not block the rest.
 for p in "${missing[@]}"; do
-  $SUDO apt-get install -y -qq --no-install-recommends "$p" >/dev/null 2>&1 \
+  apt_get install -y -qq --no-install-recommends "$p" >/dev/null 2>&1 \
     || echo "install-bench-deps: could not install $p (skipped)" >&2
 done
 exit 0

@@ -33,5 +33,6 @@ echo "install-deps: installing ${missing[*]}"
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+source "$(dirname "$0")/apt-wait.sh"  # apt_get: waits for other package managers
+apt_get update -qq
+apt_get install -y -qq --no-install-recommends "${missing[@]}"

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include <bit>
 #include <cstddef>
 #include <new>
 
@@ -83,7 +84,17 @@ struct standard_api {
     return aligned(align, n);
   }
 
-  static void* memalign(std::size_t align, std::size_t n) noexcept { return aligned_alloc(align, n); }
+  // memalign follows glibc rather than aligned_alloc's C17 rule (programs
+  // written against glibc pass such alignments): one that is not a power of
+  // two is rounded up to the next (0 asks for no alignment: malloc's); only
+  // one above SIZE_MAX / 2 + 1, with no power of two to round to, is EINVAL.
+  static void* memalign(std::size_t align, std::size_t n) noexcept {
+    if (align > SIZE_MAX / 2 + 1) {
+      errno = EINVAL;
+      return nullptr;
+    }
+    return aligned(align == 0 ? 1 : std::bit_ceil(align), n);
+  }
 
   static int posix_memalign(void** out, std::size_t align, std::size_t n) noexcept {
     if (!detail::is_power_of_two(align) || align < sizeof(void*)) return EINVAL;

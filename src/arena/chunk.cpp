@@ -6,6 +6,7 @@
 #include <bit>
 #include <new>
 
+#include "arena/purger.h"
 #include "common/inject.h"
 #include "common/options.h"
 #include "common/stats.h"
@@ -18,13 +19,44 @@ namespace tenon::arena {
 namespace {
 
 // Append-only registry of every chunk, so any thread can reuse free slices
-// anywhere. A slot is reserved with fetch_add and filled once.
-std::atomic<chunk*> g_chunks[kMaxChunks];
+// anywhere. A slot is claimed with a CAS on the count and filled once. The
+// slots live in blocks reserved as the count reaches them (a 2 MiB array
+// would cost every process 2 MiB of address space): racers each reserve a
+// block, one CAS installs it, the others give theirs back. Blocks are never
+// unmapped.
+using registry_block = std::atomic<chunk*>[kChunkRegistryBlock];
+std::atomic<registry_block*> g_registry[kMaxChunks / kChunkRegistryBlock];
 std::atomic<std::uint32_t> g_nchunks{0};
 std::atomic<std::uint32_t> g_scan_from{0};
 // Purge pass: at most one thread at a time, the claim is a CAS on this time.
 std::atomic<std::uint32_t> g_next_purge_ms{0};
-std::atomic<void (*)()> g_purge_hook{nullptr};
+std::atomic<bool (*)()> g_purge_hook{nullptr};
+
+// The registered chunk in slot idx, or nullptr (a slot being filled, or in a
+// block that could not be reserved).
+chunk* registered(std::uint32_t idx) {
+  registry_block* b = g_registry[idx / kChunkRegistryBlock].load(std::memory_order_acquire);
+  return b ? (*b)[idx % kChunkRegistryBlock].load(std::memory_order_acquire) : nullptr;
+}
+
+// Records c in slot idx. If the slot's block cannot be reserved (ENOMEM) the
+// chunk still works; like one past kMaxChunks, it is just not shared for reuse.
+void register_at(std::uint32_t idx, chunk* c) {
+  std::atomic<registry_block*>& entry = g_registry[idx / kChunkRegistryBlock];
+  registry_block* b = entry.load(std::memory_order_acquire);
+  if (!b) {
+    int saved = errno;
+    auto* fresh = static_cast<registry_block*>(os::reserve(sizeof(registry_block), os::page_size()));
+    errno = saved;
+    if (!fresh) return;
+    if (entry.compare_exchange_strong(b, fresh, std::memory_order_acq_rel, std::memory_order_acquire)) {
+      b = fresh;
+    } else {
+      os::release(fresh, sizeof(registry_block));
+    }
+  }
+  (*b)[idx % kChunkRegistryBlock].store(c, std::memory_order_release);
+}
 
 constexpr std::uint64_t run_mask(unsigned first, unsigned n) {
   return (n >= 64 ? ~std::uint64_t{0} : ((std::uint64_t{1} << n) - 1)) << first;
@@ -84,13 +116,17 @@ chunk* new_chunk(unsigned take_n, stats* st) {
   // see the chunk; fresh pages are zero, so only non-zero fields are written.
   auto* c = static_cast<chunk*>(mem);
   c->used.store(1 | run_mask(1, take_n), std::memory_order_relaxed);
-  lookup::mark(lookup::map_kind::regular, c);
+  if (!lookup::add_chunk(c)) {  // no unit map leaf for it: nobody has seen it yet
+    os::release(mem, kChunkSize);
+    errno = ENOMEM;
+    return nullptr;
+  }
   std::uint32_t slot = g_nchunks.load(std::memory_order_relaxed);
   while (slot < kMaxChunks &&
          !g_nchunks.compare_exchange_weak(slot, slot + 1, std::memory_order_relaxed)) {
   }
   // Past kMaxChunks the chunk still works; it is just not shared for reuse.
-  if (slot < kMaxChunks) g_chunks[slot].store(c, std::memory_order_release);
+  if (slot < kMaxChunks) register_at(slot, c);
   if (st) st->add(stat_chunks_mapped);
   return c;
 }
@@ -171,7 +207,7 @@ span* take_span(unsigned nslices, chunk** hint, stats* st) {
     std::uint32_t limit = warm_only && n > kWarmScanChunks ? kWarmScanChunks : n;
     for (std::uint32_t i = 0; i < limit; ++i) {
       std::uint32_t idx = (from + i) % n;
-      chunk* c = g_chunks[idx].load(std::memory_order_acquire);
+      chunk* c = registered(idx);
       if (!c || c == *hint) continue;
       if (span* s = try_take(c, nslices, warm_only, st)) {
         *hint = c;
@@ -202,8 +238,20 @@ void release_span(span* s, stats* st) {
   }
   if (st) st->add(stat_spans_released);
   trim_chunk(c, mask, st);
+  // Memory now kept resident for reuse: the background purger gives it back
+  // on time if the program goes idle. Only for a sizeable run, or a chunk the
+  // cap above could not bring down (its free slices are all young).
+  if (n >= kPurgerStartSlices ||
+      std::popcount(c->dirty.load(std::memory_order_relaxed) & ~c->used.load(std::memory_order_relaxed)) >
+          static_cast<int>(kMaxDirtyPerChunk))
+    purger::note_retained();
   std::uint32_t next = g_next_purge_ms.load(std::memory_order_relaxed);
   if (static_cast<std::int32_t>(now - next) >= 0) purge(false, st);
+}
+
+std::uint32_t ms_until_purge_due() {
+  std::int32_t left = static_cast<std::int32_t>(g_next_purge_ms.load(std::memory_order_relaxed) - now_ms());
+  return left > 0 ? static_cast<std::uint32_t>(left) : 0;
 }
 
 bool purge(bool force, stats* st) {
@@ -221,7 +269,7 @@ bool purge(bool force, stats* st) {
   std::uint32_t n = g_nchunks.load(std::memory_order_acquire);
   if (n > kMaxChunks) n = kMaxChunks;
   for (std::uint32_t idx = 0; idx < n; ++idx) {
-    chunk* c = g_chunks[idx].load(std::memory_order_acquire);
+    chunk* c = registered(idx);
     if (!c) continue;
     std::uint64_t dirty = c->dirty.load(std::memory_order_relaxed);
     while (dirty) {
@@ -232,10 +280,11 @@ bool purge(bool force, stats* st) {
       if (purge_slice(c, i, st)) any = true;
     }
   }
-  if (auto hook = g_purge_hook.load(std::memory_order_acquire)) hook();
+  if (auto hook = g_purge_hook.load(std::memory_order_acquire))
+    if (hook()) any = true;
   return any;
 }
 
-void set_purge_hook(void (*hook)()) { g_purge_hook.store(hook, std::memory_order_release); }
+void set_purge_hook(bool (*hook)()) { g_purge_hook.store(hook, std::memory_order_release); }
 
 }  // namespace tenon::arena

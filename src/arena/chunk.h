@@ -75,10 +75,15 @@ bool purge(bool force, stats* st);
 // Milliseconds on a coarse monotonic clock (cheap; slow paths only).
 std::uint32_t now_ms();
 
+// Milliseconds until the next purge pass is due (0 if it is due now).
+std::uint32_t ms_until_purge_due();
+
 // A layer above that keeps memory of its own for reuse (the huge cache)
 // registers a function the periodic purge pass also calls, so that what it
-// keeps is given back after the delay even if it is never used again.
-void set_purge_hook(void (*hook)());
+// keeps is given back after the delay even if it is never used again. The
+// hook returns true if it gave memory back (purge's result, and so
+// malloc_trim's, counts it).
+void set_purge_hook(bool (*hook)());
 
 }  // namespace arena
 }  // namespace tenon

@@ -32,6 +32,19 @@ constexpr std::size_t kMaxLarge = 2 * 1024 * 1024;
 constexpr unsigned kAddressBits = 48;
 constexpr std::size_t kMapUnits = std::size_t{1} << (kAddressBits - kChunkShift);
 
+// The free fast path finds a chunk in a direct-mapped table indexed by the
+// unit number modulo its size: 2^16 slots of 8 bytes (512 KiB of address
+// space) hold every chunk of any 256 GiB window. A chunk whose slot another
+// chunk holds (256 GiB apart) is found through the unit map instead.
+constexpr unsigned kChunkTableBits = 16;
+
+// The unit map says what every other unit holds (a huge block and its range,
+// or a chunk without a table slot): a directory in .bss and leaves of 2^13
+// units (64 KiB, for 32 GiB of address space) reserved when first needed and
+// never unmapped. Directory: 2^13 entries, 64 KiB.
+constexpr unsigned kUnitLeafBits = 13;
+constexpr unsigned kUnitDirBits = kAddressBits - kChunkShift - kUnitLeafBits;
+
 // Minimum alignment of every block of 16 bytes or more.
 constexpr std::size_t kMinAlign = 16;
 
@@ -53,16 +66,31 @@ constexpr unsigned kMaxDirtyPerChunk = 8;
 // from 23.7 to 32.6 MiB (see architecture.md, known limits).
 constexpr std::uint32_t kDirtyGraceMs = 4;
 
+// The background purger (arena/purger.cpp) is started lazily by a release
+// that keeps at least this many slices resident in one run (1 MiB), or that
+// leaves a chunk over kMaxDirtyPerChunk, or by a huge block cached: a program
+// that only ever keeps a few free slices (ls: one 32 KiB directory buffer)
+// gets no thread.
+constexpr unsigned kPurgerStartSlices = 16;
+
+// The purger sleeps until the next purge pass is due, but never less than
+// this (TENON_PURGE_DELAY_MS=0 would otherwise wake it every millisecond).
+constexpr std::uint32_t kPurgerMinSleepMs = 10;
+
 // Taking slices looks for already-dirty ("warm") runs in this many chunks
 // before it uses clean ones (bounded, so a huge heap does not make every span
 // take a full scan).
 constexpr unsigned kWarmScanChunks = 16;
 
-// Owned-chunk registry (for reuse scans and the purge pass): 1 TiB of chunks.
+// Owned-chunk registry (for reuse scans and the purge pass): 1 TiB of chunks,
+// in blocks of 2^13 slots (64 KiB) reserved as the count reaches them.
 constexpr std::size_t kMaxChunks = std::size_t{1} << 18;
+constexpr std::size_t kChunkRegistryBlock = std::size_t{1} << 13;
 
-// Thread heaps live in one lazily committed region and are recycled.
+// Thread heaps live in segments of 64 (about 146 KiB), reserved as the heap
+// count reaches them and never unmapped, and are recycled.
 constexpr std::size_t kMaxHeaps = std::size_t{1} << 16;
+constexpr std::size_t kHeapsPerSegment = 64;
 
 // Huge mappings kept after free for reuse (the lesson of malloc-large), at
 // most this many and this much; given back after TENON_PURGE_DELAY_MS. 96 MiB
@@ -71,6 +99,23 @@ constexpr std::size_t kMaxHeaps = std::size_t{1} << 16;
 constexpr unsigned kHugeCacheSlots = 32;
 constexpr std::size_t kHugeCacheMaxBlock = 64u << 20;
 constexpr std::size_t kHugeCacheMaxTotal = 256u << 20;
+
+// calloc of a reused block (a cached huge mapping) of at least this many
+// bytes drops its pages (MADV_DONTNEED) instead of clearing them: the kernel
+// then zeroes only the pages the program touches, at a page fault each.
+// Below it, memset. 32 MiB is where glibc stops reusing heap memory for a
+// request and maps fresh pages (DEFAULT_MMAP_THRESHOLD_MAX), so on both
+// sides tenon does the work glibc does (see architecture.md, huge blocks).
+constexpr std::size_t kCallocDropMin = std::size_t{32} << 20;
+
+// A cached huge block reused for a request at least kHugeSplitMin smaller
+// than its capacity, while no other block is cached, has the excess split
+// off and cached on its own when the excess's first kHugeSplitProbePages
+// pages are all resident (huge.cpp, cache_take and split_tail); otherwise the
+// excess stays with the block. Twice the large limit: a tail that can hold a
+// huge request.
+constexpr std::size_t kHugeSplitMin = 2 * kMaxLarge;
+constexpr std::size_t kHugeSplitProbePages = 16;
 
 // A heap keeps one emptied span per class instead of returning it at once
 // when the class has at most this many blocks per span (4 KiB and up): such

@@ -36,29 +36,37 @@ void partial_push(span* s, stats* st) {
 
 
 // ---------------------------------------------------------------- heap storage
-// Heaps live in one region reserved on first use and are never unmapped
-// (type-stable: a freer may bump a notify counter of a heap that has since
-// been recycled; that only causes one needless scan). Released heaps are
-// recycled through a tagged stack of heap indices (+1, so 0 means none).
-std::atomic<heap*> g_heap_region{nullptr};
+// Heaps live in segments of kHeapsPerSegment, each reserved when the heap
+// count first reaches it, and are never unmapped (type-stable: a freer may
+// bump a notify counter of a heap that has since been recycled; that only
+// causes one needless scan). Released heaps are recycled through a tagged
+// stack of heap indices (+1, so 0 means none).
+constexpr std::size_t kSegmentBytes = kHeapsPerSegment * sizeof(heap);
+std::atomic<heap*> g_heap_segments[kMaxHeaps / kHeapsPerSegment];
 std::atomic<std::uint32_t> g_heap_count{0};
 
-heap* heap_at(std::uint32_t index) { return g_heap_region.load(std::memory_order_acquire) + index; }
+// Index below the heap count: its segment exists.
+heap* heap_at(std::uint32_t index) {
+  return g_heap_segments[index / kHeapsPerSegment].load(std::memory_order_acquire) + index % kHeapsPerSegment;
+}
 
 struct heap_link {
   std::atomic<std::uint32_t>& operator()(std::uint32_t id) const { return heap_at(id - 1)->stack_next; }
 };
 id_stack<heap_link> g_free_heaps;
 
-heap* heap_region() {
-  heap* region = g_heap_region.load(std::memory_order_acquire);
-  if (region) return region;
-  auto* fresh = static_cast<heap*>(os::reserve(kMaxHeaps * sizeof(heap), os::page_size()));
+// The segment that holds heap `index`, reserved if it is the first there.
+// nullptr if the OS refuses (nothing is claimed then: the next call retries).
+heap* heap_segment(std::uint32_t index) {
+  std::atomic<heap*>& entry = g_heap_segments[index / kHeapsPerSegment];
+  heap* seg = entry.load(std::memory_order_acquire);
+  if (seg) return seg;
+  auto* fresh = static_cast<heap*>(os::reserve(kSegmentBytes, os::page_size()));
   if (!fresh) return nullptr;
-  // Racing first threads each reserve; one wins the CAS, the others give theirs back.
-  if (g_heap_region.compare_exchange_strong(region, fresh, std::memory_order_acq_rel)) return fresh;
-  os::release(fresh, kMaxHeaps * sizeof(heap));
-  return region;
+  // Racing threads each reserve; one wins the CAS, the others give theirs back.
+  if (entry.compare_exchange_strong(seg, fresh, std::memory_order_acq_rel)) return fresh;
+  os::release(fresh, kSegmentBytes);
+  return seg;
 }
 
 // ---------------------------------------------------------------- thread exit hook
@@ -98,8 +106,6 @@ long thread_key() {
 
 heap* heap_attach() {
   TENON_INJECT_POINT("heap.attach");
-  heap* region = heap_region();
-  if (!region) return nullptr;
   unsigned retries = 0;
   heap* h;
   if (std::uint32_t id = g_free_heaps.pop(&retries)) {
@@ -107,11 +113,14 @@ heap* heap_attach() {
     // Closed when its last thread exited; nothing can be on it.
     h->inbox.store(0, std::memory_order_relaxed);
   } else {
+    // The index's segment exists before the index is claimed, so every
+    // index below the count has its storage.
     std::uint32_t index = g_heap_count.load(std::memory_order_relaxed);
     do {
-      if (index >= kMaxHeaps) return nullptr;
-    } while (!g_heap_count.compare_exchange_weak(index, index + 1, std::memory_order_relaxed));
-    h = new (region + index) heap(&g_empty_span);
+      if (index >= kMaxHeaps || !heap_segment(index)) return nullptr;
+    } while (!g_heap_count.compare_exchange_weak(index, index + 1, std::memory_order_release,
+                                                 std::memory_order_relaxed));
+    h = new (heap_at(index)) heap(&g_empty_span);
     h->index = index;
   }
   if (retries) h->st.add(stat_retry_heap_stack, retries);
@@ -650,11 +659,10 @@ void heap_free_other(heap* h, span* s, void* p) {
 }
 
 void heap_sum_stats(stats& out) {
-  heap* region = g_heap_region.load(std::memory_order_acquire);
   std::uint32_t n = g_heap_count.load(std::memory_order_acquire);
-  for (std::uint32_t i = 0; region && i < n; ++i)
+  for (std::uint32_t i = 0; i < n; ++i)
     for (unsigned k = 0; k < stat_count; ++k)
-      out.v[k].store(out.v[k].load(std::memory_order_relaxed) + region[i].st.v[k].load(std::memory_order_relaxed),
+      out.v[k].store(out.v[k].load(std::memory_order_relaxed) + heap_at(i)->st.v[k].load(std::memory_order_relaxed),
                      std::memory_order_relaxed);
 }
 

@@ -57,7 +57,7 @@ struct heap {
   chunk* chunk_hint = nullptr;
   std::uint32_t forms_since_sweep = 0;  // see absorb_before_growing
   std::atomic<std::uint32_t> stack_next{0};  // link on the free-heap stack
-  std::uint32_t index = 0;                   // position in the heap region
+  std::uint32_t index = 0;                   // position in the heap storage (segment, slot)
   stats st;
 
   constexpr explicit heap(span* none) {

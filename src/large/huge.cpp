@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "arena/chunk.h"
+#include "arena/purger.h"
 #include "common/inject.h"
 #include "common/options.h"
 #include "common/stats.h"
@@ -49,17 +50,50 @@ huge_header* header_at_unit(std::uintptr_t unit) {
   return reinterpret_cast<huge_header*>(unit << kChunkShift);
 }
 
+// The unit whose entry describes the block: the one its user pointer starts
+// in (the header's own unit, or for a far block the unit above it).
+char* marked_unit(const huge_header* h) { return lookup::unit_base(h->user); }
+
+// The block's unit map entry as its header says (user pointer, where the
+// mapping ends in the unit, where the header is).
+lookup::unit_entry entry_for(const huge_header* h, std::size_t map_size) {
+  char* unit = marked_unit(h);
+  std::size_t end = static_cast<std::size_t>(reinterpret_cast<const char*>(h) + map_size - unit);
+  return lookup::unit_entry::huge(static_cast<std::size_t>(h->user - unit), end < kChunkSize ? end : kChunkSize,
+                                  h->far);
+}
+
+// Lookups see the block once its header is written (the entry's release),
+// and stop seeing it before its range is given back (before munmap, or
+// before a shrink gives back its tail): the kernel can hand a range out to
+// someone else the moment it is free.
+void publish(const huge_header* h) { lookup::set(marked_unit(h), entry_for(h, h->map_size)); }
+void withdraw(const huge_header* h) { lookup::clear(marked_unit(h)); }
+
 void unmap(huge_header* h) {
-  if (h->far)
-    lookup::unmark(lookup::map_kind::huge_far, h->user);
-  else
-    lookup::unmark(lookup::map_kind::huge_near, h);
+  withdraw(h);
   os::release(h, h->map_size);
 }
 
-// Take cache entries older than the purge delay and unmap them.
-void evict_expired() {
+// Resize the mapping in place, keeping its entry true for the range mapped
+// at every moment: a shrink updates it first, a growth after.
+bool resize_mapping(huge_header* h, std::size_t map_size) {
+  bool shrink = map_size < h->map_size;
+  if (shrink) lookup::set(marked_unit(h), entry_for(h, map_size));
+  if (!os::resize_in_place(h, h->map_size, map_size)) {
+    if (shrink) publish(h);
+    return false;
+  }
+  h->map_size = map_size;
+  if (!shrink) publish(h);
+  return true;
+}
+
+// Take cache entries older than the purge delay and unmap them. True if
+// any was unmapped.
+bool evict_expired() {
   std::uint32_t delay = options().purge_delay_ms;
+  bool any = false;
   for (auto& s : g_cache) {
     std::uint64_t w = s.load(std::memory_order_relaxed);
     if (!w || slot::age_ms(w) < delay) continue;
@@ -67,7 +101,9 @@ void evict_expired() {
     huge_header* h = header_at_unit(slot::unit(w));
     g_cache_bytes.fetch_sub(h->map_size, std::memory_order_relaxed);
     unmap(h);
+    any = true;
   }
+  return any;
 }
 
 bool cache_put(huge_header* h) {
@@ -83,24 +119,80 @@ bool cache_put(huge_header* h) {
   for (auto& s : g_cache) {
     std::uint64_t empty = 0;
     TENON_INJECT_POINT("huge.cache.put");
-    if (s.compare_exchange_strong(empty, w, std::memory_order_release, std::memory_order_relaxed)) return true;
+    if (s.compare_exchange_strong(empty, w, std::memory_order_release, std::memory_order_relaxed)) {
+      purger::note_retained();  // cached pages go back on time even if the program goes idle
+      return true;
+    }
   }
   g_cache_bytes.fetch_sub(h->map_size, std::memory_order_relaxed);
   return false;
 }
 
+// A cached block taken for a request well below its capacity, whose pages
+// past the request are resident, gives them up: they move (mremap, no copy:
+// the resident pages go along) to a mapping of their own, which is cached
+// again, and the next requests reuse them instead of the block keeping them
+// idle under a smaller user (sort reuses its freed buffer for smaller merge
+// buffers). An excess that is not densely resident costs little to keep and
+// spares a later, bigger request its mremap, so only an excess whose first
+// kHugeSplitProbePages pages are all resident is split; probing more of it, or
+// splitting on a partly resident probe, cost malloc-large time or RSS
+// (architecture.md, layer 6, has the figures). A tail below kHugeSplitMin
+// stays with the block: it could serve no huge request alone.
+void split_tail(huge_header* h, std::size_t usable) {
+  const std::size_t page = os::page_size();
+  std::size_t keep = page + usable;
+  if (h->map_size < keep + kHugeSplitMin) return;
+  std::size_t tail = h->map_size - keep;
+  char* from = reinterpret_cast<char*>(h) + keep;
+  std::size_t probe = kHugeSplitProbePages * page;
+  if (probe > tail) probe = tail;
+  if (os::resident_bytes(from, probe) < probe) return;
+  // The tail's first page becomes its header: the moved range is then the
+  // whole new mapping, one VMA that mremap can grow or move later (a fresh
+  // header page in front of it would be a second VMA: mremap fails, EFAULT).
+  // Keep the block whole rather than fail the request when the new mapping
+  // or its unit map leaf cannot be had.
+  void* dest = os::reserve(tail, kChunkSize);
+  if (!dest) return;
+  if (!lookup::prepare(static_cast<char*>(dest))) {
+    os::release(dest, tail);
+    return;
+  }
+  // The block's entry narrows before its tail leaves: the kernel may hand
+  // the vacated range to another mapping at once.
+  lookup::set(marked_unit(h), entry_for(h, keep));
+  if (!os::move_to(from, tail, tail, dest)) {
+    publish(h);
+    os::release(dest, tail);
+    return;
+  }
+  h->map_size = keep;
+  auto* t = static_cast<huge_header*>(dest);
+  t->map_size = tail;
+  t->usable = tail - page;
+  t->user = static_cast<char*>(dest) + page;
+  t->far = false;
+  publish(t);
+  TENON_INJECT_POINT("huge.cache.split");
+  if (!cache_put(t)) unmap(t);
+}
+
 // The best cached mapping for `usable` bytes: the smallest whose capacity
-// holds it, else the largest smaller one (grown with mremap: its resident
-// pages are reused, only the tail is new).
-huge_header* cache_take(std::size_t usable) {
+// holds it, else the largest smaller one (grown with mremap by the caller:
+// its resident pages are reused, only the tail is new). *alone: no other
+// block was cached when it was chosen.
+huge_header* claim_cached(std::size_t usable, bool* alone) {
   TENON_LOCKED_SECTION(huge);
   std::size_t want = usable / os::page_size();
   for (int attempt = 0; attempt < 4; ++attempt) {
     std::atomic<std::uint64_t>* best = nullptr;
     std::uint64_t best_w = 0;
+    unsigned cached = 0;
     for (auto& s : g_cache) {
       std::uint64_t w = s.load(std::memory_order_relaxed);
       if (!w) continue;
+      ++cached;
       std::size_t p = slot::pages(w), bp = slot::pages(best_w);
       bool better = !best || (p >= want ? bp < want || p < bp : bp < want && p > bp);
       if (better) {
@@ -113,10 +205,25 @@ huge_header* cache_take(std::size_t usable) {
     if (best->compare_exchange_strong(best_w, 0, std::memory_order_acquire)) {
       huge_header* h = header_at_unit(slot::unit(best_w));
       g_cache_bytes.fetch_sub(h->map_size, std::memory_order_relaxed);
+      *alone = cached == 1;
       return h;
     }
   }
   return nullptr;
+}
+
+// A cached mapping for `usable` bytes. When it was the only cached block its
+// resident excess is split off (a stream of smaller requests draining one
+// big freed block, as sort's merge buffers drain its sort buffer); while
+// other blocks are cached it stays whole, for a later request as big as it
+// (thread-chunks reuses 33 MiB blocks for 8 MiB ones, then needs 33 MiB
+// again). The split puts the excess back with cache_put, so it runs outside
+// the claim's section (the locked benchmark variant's mutex is not recursive).
+huge_header* cache_take(std::size_t usable) {
+  bool alone = false;
+  huge_header* h = claim_cached(usable, &alone);
+  if (h && alone) split_tail(h, usable);
+  return h;
 }
 
 // Huge-path counters go to the calling thread's heap, or the shared ones.
@@ -175,10 +282,12 @@ void* huge_alloc(std::size_t n, std::size_t align, bool* zeroed) {
   h->usable = usable;
   h->user = user;
   h->far = far;
-  if (far)
-    lookup::mark(lookup::map_kind::huge_far, user);
-  else
-    lookup::mark(lookup::map_kind::huge_near, h);
+  if (!lookup::prepare(marked_unit(h))) {  // no unit map leaf: nobody has seen the block yet
+    os::release(h, h->map_size);
+    errno = ENOMEM;
+    return nullptr;
+  }
+  publish(h);
   *zeroed = true;
   return user;
 }
@@ -189,14 +298,21 @@ void huge_free(huge_header* h) {
   evict_expired();
 }
 
+// Both answers come from the unit map entry alone: no byte of the block is
+// read unless p is its user pointer (which only a caller holding the block
+// can pass), so asking about any pointer is safe while another thread frees
+// and unmaps the huge block that shares its unit.
 huge_header* huge_lookup(const void* p) {
-  std::uintptr_t u = lookup::unit_of(p);
-  huge_header* h = nullptr;
-  if (lookup::test(lookup::g_huge_near, u))
-    h = header_at_unit(u);
-  else if (lookup::test(lookup::g_huge_far, u))
-    h = header_at_unit(u - 1);
-  return h && h->user == p ? h : nullptr;
+  lookup::unit_entry e = lookup::entry_of(p);
+  char* unit = lookup::unit_base(p);
+  if (e.kind() != lookup::unit_kind::huge || static_cast<const char*>(p) != unit + e.user_offset()) return nullptr;
+  return reinterpret_cast<huge_header*>(e.header_below() ? unit - kChunkSize : unit);
+}
+
+bool huge_contains(const void* p) {
+  lookup::unit_entry e = lookup::entry_of(p);
+  return e.kind() == lookup::unit_kind::huge &&
+         static_cast<std::size_t>(static_cast<const char*>(p) - lookup::unit_base(p)) < e.end_offset();
 }
 
 void* huge_resize(huge_header* h, std::size_t n) {
@@ -212,33 +328,36 @@ void* huge_resize(huge_header* h, std::size_t n) {
     // mapping is at most kHugeCacheMaxBlock, which bounds the idle part.
     if (capacity / 16 > usable) {
       TENON_INJECT_POINT("huge.remap");
-      std::size_t keep = page + 2 * usable;
-      if (os::resize_in_place(h, h->map_size, keep)) h->map_size = keep;
+      resize_mapping(h, page + 2 * usable);
     }
     h->usable = usable;
     return h->user;
   }
   TENON_INJECT_POINT("huge.remap");
   std::size_t map_size = page + usable;
-  if (!os::resize_in_place(h, h->map_size, map_size)) {
+  if (!resize_mapping(h, map_size)) {
     // Move the pages (no copy) to a fresh 4 MiB-aligned reservation. The
     // old range is free the instant the move succeeds and another thread's
-    // new mapping may take it and mark its unit at once, so our mark goes
+    // new mapping may take it and mark its unit at once, so our entry goes
     // first: only the caller holds this block, and no one else may look it
-    // up in between.
+    // up in between. The new unit's leaf is reserved before anything moves.
     void* dest = os::reserve(map_size, kChunkSize);
     if (!dest) return nullptr;
-    lookup::unmark(lookup::map_kind::huge_near, h);
+    if (!lookup::prepare(dest)) {
+      os::release(dest, map_size);
+      return nullptr;
+    }
+    withdraw(h);
     if (!os::move_to(h, h->map_size, map_size, dest)) {
-      lookup::mark(lookup::map_kind::huge_near, h);
+      publish(h);
       os::release(dest, map_size);
       return nullptr;
     }
     h = static_cast<huge_header*>(dest);
     h->user = static_cast<char*>(dest) + page;
-    lookup::mark(lookup::map_kind::huge_near, h);
+    h->map_size = map_size;
+    publish(h);
   }
-  h->map_size = map_size;
   h->usable = usable;
   return h->user;
 }

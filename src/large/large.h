@@ -38,6 +38,12 @@ void* huge_alloc(std::size_t n, std::size_t align, bool* zeroed);
 void huge_free(huge_header* h);
 // The header of a huge block, or nullptr if p is not the start of one.
 huge_header* huge_lookup(const void* p);
+// Is p inside the range a huge block maps in the unit where its user pointer
+// is (its header page, its start, or after)? A pointer elsewhere in that unit
+// lies in someone else's memory. Neither call reads the block's memory unless
+// p is its start (see huge.cpp): both are safe on any pointer, while any
+// other thread frees any block.
+bool huge_contains(const void* p);
 // Grow or shrink without copying; nullptr if it cannot (caller copies).
 void* huge_resize(huge_header* h, std::size_t n);
 // Drop every cached huge block; true if anything was released.

@@ -1,56 +1,59 @@
 // Layer 3, metadata lookup: from any pointer to its owner in O(1), no locks.
 //
-// The address space (2^48 bytes) is divided into 4 MiB units, the size and
-// alignment of a chunk. Three bitmaps, one bit per unit, say what a unit
-// holds; they live in .bss (8 MiB each of address space, untouched pages cost
-// nothing) and need no initialisation, so a lookup works before anything else
-// has run and on any pointer at all:
-//   regular:   the unit is a chunk; its header is at the unit's base.
-//   huge_near: a huge block's user pointer lies in the unit and its header is
-//              at the unit's base.
-//   huge_far:  a huge block aligned to 4 MiB or more starts at the unit's base;
-//              its header is one unit below.
-// A pointer in no marked unit was not handed out by tenon ("foreign").
-// Bits are set (release) after the header is written and cleared before the
-// memory is unmapped; a reader holding a live pointer we handed out is ordered
-// after the set by the program's own hand-off of that pointer.
+// The address space is divided into 4 MiB units, the size and alignment of a
+// chunk. The free fast path asks one question, "is p inside a chunk?", of a
+// direct-mapped table: slot (unit number mod 2^kChunkTableBits) holds the tag
+// of the chunk that took it, the chunk's last byte (base | 4 MiB-1). p is in
+// that chunk exactly when p | (4 MiB-1) equals the tag: one load and one
+// compare, exact for every pointer (the whole address is compared, so no
+// unit aliases another), and the tag is never 0, so an empty slot never
+// matches (NULL's tag is 4 MiB-1). 512 KiB of .bss, whatever the address
+// space; a unit of the 48-bit space would need 8 MiB as a bitmap.
+//
+// A chunk whose slot another chunk holds (one 256 GiB away: rare, chunks are
+// mapped close together) is marked in the unit map instead; in_chunk() asks
+// both. Chunks are never unmapped, so a slot, once taken, stays.
+//
+// Everything that is not a chunk (huge blocks; foreign memory) is in the unit
+// map (lookup/unit_map.h). A pointer in no chunk and no huge block was not
+// handed out by tenon ("foreign").
+// Entries are set (release) after the chunk header is written; a reader
+// holding a pointer we handed out is ordered after that by the program's own
+// hand-off of the pointer, so the fast path reads the slot relaxed.
 #pragma once
 #include <atomic>
 #include <cstdint>
 
 #include "common/config.h"
+#include "lookup/unit_map.h"
 
 namespace tenon::lookup {
 
-enum class map_kind { regular, huge_near, huge_far };
-
-struct unit_bitmap {
-  std::atomic<std::uint64_t> words[kMapUnits / 64];
+struct chunk_table {
+  std::atomic<std::uintptr_t> slot[std::size_t{1} << kChunkTableBits];
 };
+extern chunk_table g_chunk_table;
 
-extern unit_bitmap g_regular;
-extern unit_bitmap g_huge_near;
-extern unit_bitmap g_huge_far;
-
-inline std::uintptr_t unit_of(const void* p) {
-  return reinterpret_cast<std::uintptr_t>(p) >> kChunkShift;
+// Computed from the unit's base (not as p | 4 MiB-1) so that the compiler
+// shares the base with span_of on the free fast path.
+inline std::uintptr_t chunk_tag(const void* p) {
+  return (reinterpret_cast<std::uintptr_t>(p) & ~(kChunkSize - 1)) + (kChunkSize - 1);
 }
 
-inline bool test(const unit_bitmap& m, std::uintptr_t unit) {
-  if (unit >= kMapUnits) return false;
-  return (m.words[unit >> 6].load(std::memory_order_relaxed) >> (unit & 63)) & 1u;
-}
-
-// The fast-path question: is p inside a regular chunk? The unit index is
-// masked rather than range-checked (one instruction less on every free):
-// user-space pointers are below 2^48, so only a non-canonical garbage pointer
-// could alias, and freeing one is undefined anyway.
+// The fast-path question: is p inside a chunk that has its table slot?
+// (False for a chunk in the unit map: callers that must be exact use in_chunk.)
 inline bool is_regular(const void* p) {
-  std::uintptr_t u = unit_of(p) & (kMapUnits - 1);
-  return (g_regular.words[u >> 6].load(std::memory_order_relaxed) >> (u & 63)) & 1u;
+  std::uintptr_t s = unit_of(p) & ((std::uintptr_t{1} << kChunkTableBits) - 1);
+  std::uintptr_t base = reinterpret_cast<std::uintptr_t>(p) & ~(kChunkSize - 1);
+  return (g_chunk_table.slot[s].load(std::memory_order_relaxed) ^ base) == kChunkSize - 1;
 }
 
-void mark(map_kind kind, const void* unit_base);
-void unmark(map_kind kind, const void* unit_base);
+// Is p inside any chunk? The table first, then the unit map.
+inline bool in_chunk(const void* p) { return is_regular(p) || entry_of(p).kind() == unit_kind::chunk; }
+
+// Makes a freshly mapped chunk (header written) known to lookups: its table
+// slot, or if another chunk holds that, its unit map entry. False (errno
+// ENOMEM) only if the unit map needed a leaf and none could be reserved.
+bool add_chunk(const void* chunk_base);
 
 }  // namespace tenon::lookup

@@ -4,11 +4,19 @@
 #include "common/inject.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
+
+// glibc 2.32+: set false when the process first creates a thread (never set
+// back). Weak, so that a C library without it reads as "not known single".
+extern "C" char __libc_single_threaded __attribute__((weak));
 
 namespace tenon::os {
 
@@ -33,10 +41,11 @@ std::size_t page_size() {
   return ps;
 }
 
-void* reserve(std::size_t size, std::size_t align) {
-  TENON_INJECT_POINT("os.reserve");
-  if (align <= page_size()) return map_anon(size);
-  // Over-reserve, then trim both ends to the requested alignment.
+namespace {
+bool is_aligned(const void* p, std::size_t align) { return (reinterpret_cast<std::uintptr_t>(p) & (align - 1)) == 0; }
+
+// Over-reserve by `align`, then trim both ends to the alignment.
+void* reserve_trimmed(std::size_t size, std::size_t align) {
   std::size_t span = size + align;
   if (span < size) { errno = ENOMEM; return nullptr; }
   auto* raw = static_cast<char*>(map_anon(span));
@@ -48,6 +57,45 @@ void* reserve(std::size_t size, std::size_t align) {
   if (head) munmap(raw, head);
   if (tail) munmap(aligned + size, tail);
   return aligned;
+}
+
+// Exactly `size` at an aligned address next to where the kernel would put
+// it: for when an over-reservation does not fit (an address-space limit).
+void* reserve_at_aligned_hint(std::size_t size, std::size_t align) {
+#ifndef MAP_FIXED_NOREPLACE
+  constexpr int MAP_FIXED_NOREPLACE = 0x100000;  // Linux 4.17; older kernels take it as a hint
+#endif
+  auto* probe = static_cast<char*>(map_anon(size));
+  if (!probe || is_aligned(probe, align)) return probe;
+  munmap(probe, size);
+  auto down = reinterpret_cast<std::uintptr_t>(probe) & ~(std::uintptr_t)(align - 1);
+  for (std::uintptr_t hint : {down + align, down}) {
+    void* p = mmap(reinterpret_cast<void*>(hint), size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == MAP_FAILED) continue;
+    if (is_aligned(p, align)) return p;
+    munmap(p, size);
+  }
+  errno = ENOMEM;
+  return nullptr;
+}
+}  // namespace
+
+void* reserve(std::size_t size, std::size_t align) {
+  TENON_INJECT_POINT("os.reserve");
+  if (align <= page_size()) return map_anon(size);
+  // A whole number of alignment units (a chunk) is tried at its exact size
+  // first: the kernel hands out ranges top-down, right below the last one,
+  // so a run of chunks comes out aligned without the extra `align` of
+  // address space an over-reservation needs (which under an address-space
+  // limit may not fit when the chunk does).
+  if (size % align == 0) {
+    void* p = map_anon(size);
+    if (p && is_aligned(p, align)) return p;
+    if (p) munmap(p, size);
+  }
+  if (void* p = reserve_trimmed(size, align)) return p;
+  return reserve_at_aligned_hint(size, align);
 }
 
 void release(void* p, std::size_t size) {
@@ -97,6 +145,22 @@ bool populate(void* p, std::size_t size) {
   return ok;
 }
 
+std::size_t resident_bytes(void* p, std::size_t size) {
+  // A small vector on the stack, the range in steps of its length.
+  unsigned char vec[1024];
+  const std::size_t page = page_size();
+  const std::size_t step = sizeof vec * page;
+  std::size_t resident = 0;
+  int saved = errno;
+  for (std::size_t off = 0; off < size; off += step) {
+    std::size_t len = size - off < step ? size - off : step;
+    if (mincore(static_cast<char*>(p) + off, len, vec) != 0) break;
+    for (std::size_t i = 0, n = (len + page - 1) / page; i < n; ++i) resident += vec[i] & 1;
+  }
+  errno = saved;
+  return resident * page;
+}
+
 void advise_huge(void* p, std::size_t size) {
 #ifdef MADV_HUGEPAGE
   int saved = errno;
@@ -105,6 +169,43 @@ void advise_huge(void* p, std::size_t size) {
 #else
   (void)p; (void)size;
 #endif
+}
+
+bool single_threaded() { return &__libc_single_threaded != nullptr && __libc_single_threaded != 0; }
+
+bool start_thread(void* (*fn)(void*)) {
+  int saved = errno;
+  pthread_attr_t attr;
+  if (pthread_attr_init(&attr) != 0) return false;
+  // An explicit stack size: pthread_create then reads no process-wide
+  // default (whose lock a caller of ours might hold). 256 KiB is ample for a
+  // purge pass and for the sanitizers' interceptors.
+  pthread_attr_setstacksize(&attr, std::size_t{256} << 10);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  // The new thread inherits the creator's mask: block everything around the
+  // create (glibc keeps its own cancellation and setxid signals deliverable).
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_t tid;
+  bool ok = pthread_create(&tid, &attr, fn, nullptr) == 0;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  pthread_attr_destroy(&attr);
+  errno = saved;
+  return ok;
+}
+
+void name_this_thread(const char* name) {
+  int saved = errno;
+  prctl(PR_SET_NAME, name, 0, 0, 0);
+  errno = saved;
+}
+
+void sleep_ms(std::uint32_t ms) {
+  int saved = errno;
+  timespec ts{static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000L};
+  nanosleep(&ts, nullptr);
+  errno = saved;
 }
 
 }  // namespace tenon::os
