@@ -40,9 +40,16 @@ TENON_API TENON_MALLOC_ATTR void* tenon_pvalloc(size_t size);
 TENON_API size_t tenon_malloc_usable_size(const void* ptr);
 TENON_API int tenon_malloc_trim(size_t pad);
 
-/* Non-zero when ptr was handed out by tenon (and not yet freed, as far as
- * ownership of its memory region goes). Foreign pointers answer 0. */
+/* Non-zero when ptr lies in memory tenon holds: anywhere in the chunks of
+ * small and large blocks (also inside a block, or in a freed one), or at
+ * the start of a huge block. It does not say that ptr is a live block.
+ * 0 for NULL and for memory of others (stack, globals, glibc's blocks,
+ * foreign mappings); docs/api.md has the details. */
 TENON_API int tenon_owns(const void* ptr);
+
+/* The version of the tenon library in use, "MAJOR.MINOR.PATCH" (a static
+ * string; the same as the CMake package's and tenon.pc's version). */
+TENON_API const char* tenon_version(void);
 
 /* Print allocator statistics (counts, CAS retries per shared structure) to
  * stderr. Also done at exit when the environment has TENON_STATS=1. */
