@@ -23,7 +23,7 @@ TENON_API void* tenon_valloc(size_t n) { return api_t::valloc(n); }
 TENON_API void* tenon_pvalloc(size_t n) { return api_t::pvalloc(n); }
 TENON_API size_t tenon_malloc_usable_size(const void* p) { return api_t::malloc_usable_size(p); }
 TENON_API int tenon_malloc_trim(size_t pad) { return api_t::malloc_trim(pad); }
-TENON_API int tenon_owns(const void* p) { return tenon::api::owns(p); }
-TENON_API void tenon_stats_print(void) { tenon::stats_print_all(); }
+TENON_API int tenon_owns(const void* p) { return tenon::default_allocator::owns(p); }
+TENON_API void tenon_stats_print(void) { tenon::g_default_engine.print_stats(); }
 
 }  // extern "C"

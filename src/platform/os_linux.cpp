@@ -247,7 +247,7 @@ void* next_symbol(const char* name) { return dlsym(RTLD_NEXT, name); }
 
 bool single_threaded() { return &__libc_single_threaded != nullptr && __libc_single_threaded != 0; }
 
-bool start_thread(void* (*fn)(void*)) {
+bool start_thread(void* (*fn)(void*), void* arg) {
   int saved = errno;
   pthread_attr_t attr;
   if (pthread_attr_init(&attr) != 0) return false;
@@ -262,7 +262,7 @@ bool start_thread(void* (*fn)(void*)) {
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   pthread_t tid;
-  bool ok = pthread_create(&tid, &attr, fn, nullptr) == 0;
+  bool ok = pthread_create(&tid, &attr, fn, arg) == 0;
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   pthread_attr_destroy(&attr);
   errno = saved;

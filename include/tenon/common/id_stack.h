@@ -9,7 +9,8 @@
 // the stale value is discarded by the failing CAS. Plain 64-bit CAS, so the
 // same code runs on aarch64.
 //
-// `Link` maps an id to its std::atomic<uint32_t> next field; `Sync` is the
+// `Link` maps an id to its std::atomic<uint32_t> next field (a function
+// object, which may hold a pointer to the objects' storage); `Sync` is the
 // engine's synchronisation policy (common/sync.h).
 #pragma once
 #include <atomic>
@@ -24,6 +25,9 @@ namespace tenon {
 template <class Link, class Sync = lock_free>
 class id_stack {
  public:
+  // Not explicit: arrays of stacks are initialised with {}.
+  constexpr id_stack(Link link = Link{}) : link_(link) {}
+
   // Returns the number of failed CAS attempts (contention statistics).
   unsigned push(std::uint32_t id) {
     TENON_CHECK(id != 0);
@@ -32,7 +36,7 @@ class id_stack {
     std::uint64_t old = head_.load(std::memory_order_relaxed);
     for (;;) {
       TENON_CHECK(static_cast<std::uint32_t>(old) != id);
-      Link{}(id).store(static_cast<std::uint32_t>(old), std::memory_order_relaxed);
+      link_(id).store(static_cast<std::uint32_t>(old), std::memory_order_relaxed);
       std::uint64_t next = ((old >> 32) + 1) << 32 | id;
       TENON_INJECT_POINT("stack.push");
       if (head_.compare_exchange_weak(old, next, std::memory_order_release, std::memory_order_relaxed))
@@ -47,7 +51,7 @@ class id_stack {
     for (;;) {
       auto id = static_cast<std::uint32_t>(old);
       if (id == 0) return 0;
-      std::uint32_t next = Link{}(id).load(std::memory_order_relaxed);
+      std::uint32_t next = link_(id).load(std::memory_order_relaxed);
       std::uint64_t desired = ((old >> 32) + 1) << 32 | next;
       TENON_INJECT_POINT("stack.pop");
       if (head_.compare_exchange_weak(old, desired, std::memory_order_acquire, std::memory_order_acquire))
@@ -75,6 +79,7 @@ class id_stack {
 
  private:
   std::atomic<std::uint64_t> head_{0};
+  [[no_unique_address]] Link link_;
 };
 
 }  // namespace tenon

@@ -96,11 +96,11 @@ void* next_symbol(const char* name);
 // other thread can hold a lock that creating a thread takes.
 bool single_threaded();
 
-// Start a detached thread running fn(nullptr), with a small stack and every
+// Start a detached thread running fn(arg), with a small stack and every
 // signal blocked (signals sent to the process must reach the program's own
 // threads). False if the thread could not be created (thread limits,
 // seccomp); errno is left as it was.
-bool start_thread(void* (*fn)(void*));
+bool start_thread(void* (*fn)(void*), void* arg);
 
 // Name the calling thread (shown by ps, top and gdb; at most 15 characters).
 void name_this_thread(const char* name);

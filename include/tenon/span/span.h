@@ -1,4 +1,4 @@
-// Layer 4, spans: a run of slices cut into blocks of one size class (or one
+// Layer 2, spans: a run of slices cut into blocks of one size class (or one
 // large block), described by a descriptor that lives in its chunk's header.
 //
 // Descriptors are type-stable: chunk headers are never unmapped, so a stale
@@ -24,8 +24,6 @@
 #include "tenon/common/config.h"
 
 namespace tenon {
-
-struct heap;
 
 struct block {
   block* next;
@@ -55,7 +53,9 @@ struct span {
   block* free = nullptr;       // local free list: owner's frees land here
   std::uint32_t used = 0;      // blocks out (biased by kCurrentBias while current)
   std::uint32_t low_mark = 1;  // local free calls the slow path when used drops below
-  std::atomic<heap*> owner{nullptr};  // shared: read by every free, written on (ab)adoption
+  // Shared: read by every free, written on (ab)adoption. The owning thread
+  // heap (a heap<C> of the engine whose chunk this is), or nullptr.
+  std::atomic<void*> owner{nullptr};
   span* next = nullptr;        // owner's avail/full list
   span* prev = nullptr;
   std::uint32_t carved = 0;    // blocks carved from the span's memory so far
@@ -74,6 +74,10 @@ struct span {
   std::atomic<std::uint64_t> remote{0};
   std::atomic<std::uint32_t> stack_next{0};  // link on a partial stack (span id)
 };
+
+// The descriptor of a span with nothing to give: every class of a heap with
+// no span of its own points here, so the malloc fast path needs no null test.
+extern constinit span g_empty_span;
 
 // While a span is its heap's current span for a class, its `used` carries this
 // bias so that a local free never sees it reach zero: the fast path's single

@@ -1,5 +1,5 @@
-// Run-time options, read once from the environment (see docs/options.md for
-// every one). Lock-free: the first caller to claim the parse publishes it;
+// Layer 1, platform: run-time options, read once from the process
+// environment (see docs/options.md for every one). Lock-free: the first caller to claim the parse publishes it;
 // anyone racing with it parses the environment itself instead of waiting.
 #pragma once
 #include <cstdint>

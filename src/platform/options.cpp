@@ -1,8 +1,7 @@
-#include "tenon/common/options.h"
+#include "tenon/platform/options.h"
 
 #include "tenon/common/inject.h"
-
-#include <stdlib.h>
+#include "tenon/platform/os.h"
 
 #include <atomic>
 
@@ -23,13 +22,13 @@ std::uint32_t parse_u32(const char* s, std::uint32_t fallback) {
   return v;
 }
 
-// getenv neither allocates nor locks, so this is safe at any point.
+// os::env (getenv) neither allocates nor locks, so this is safe at any point.
 options_t parse() {
   options_t o;
-  o.purge_delay_ms = parse_u32(getenv("TENON_PURGE_DELAY_MS"), o.purge_delay_ms);
-  std::uint32_t bg = parse_u32(getenv("TENON_BACKGROUND_PURGE"), static_cast<std::uint32_t>(o.background_purge));
+  o.purge_delay_ms = parse_u32(os::env("TENON_PURGE_DELAY_MS"), o.purge_delay_ms);
+  std::uint32_t bg = parse_u32(os::env("TENON_BACKGROUND_PURGE"), static_cast<std::uint32_t>(o.background_purge));
   if (bg <= static_cast<std::uint32_t>(purge_thread::at_load)) o.background_purge = static_cast<purge_thread>(bg);
-  const char* st = getenv("TENON_STATS");
+  const char* st = os::env("TENON_STATS");
   o.stats = st && *st && *st != '0';
   return o;
 }
