@@ -196,6 +196,7 @@ def markdown(result, allocs):
     trows = [[o] + [t[a][o] for a in allocs] for o in OUTCOMES if o != "error" or any(t[a]["error"] for a in allocs)]
     trows.append(["stopped (caught + trapped)"] + [t[a]["caught"] + t[a]["trapped"] for a in allocs])
     md += [report.md_table(["totals"] + allocs, trows), ""]
+    md += ["Stopped (caught or trapped) by kind of misuse:", "", report.md_table(["kind", "cases"] + allocs, by_kind(result, allocs)), ""]
     rows = []
     for c in result["cases"]:
         per = result["results"][c["name"]]
@@ -211,8 +212,20 @@ def markdown(result, allocs):
     if said:
         md += ["What a caught misuse looks like (first message per allocator; every run's detail is in "
                "`security.csv`):", ""] + said + [""]
-    md += ["Cases: " + "; ".join(f"`{c['name']}` {c['about']}" for c in result["cases"]), ""]
+    md += [report.md_table(["misuse", "what the program does"], [[f"`{c['name']}`", c["about"]] for c in result["cases"]]), ""]
     return "\n".join(md)
+
+
+def by_kind(result, allocs):
+    """Rows: kind of misuse, its number of cases, and per allocator how many
+    of them were stopped (caught or trapped)."""
+    kinds = list(dict.fromkeys(c["group"] for c in result["cases"]))
+    rows = []
+    for k in kinds:
+        names = [c["name"] for c in result["cases"] if c["group"] == k]
+        stopped = lambda a: sum(result["results"][n].get(a, {}).get("outcome") in ("caught", "trapped") for n in names)
+        rows.append([k, len(names)] + [stopped(a) for a in allocs])
+    return rows
 
 
 def write_csv(result, path):

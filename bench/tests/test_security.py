@@ -89,6 +89,7 @@ class TableTest(unittest.TestCase):
         self.assertIn("| `a` | g | caught | **missed** |", md)
         self.assertIn("- x: `msg: caught`", md)
         self.assertNotIn("| error |", md)  # no error row when nothing errored
+        self.assertIn("| g | 2 | 2 | 0 |", md)  # by kind: x stopped both, y neither
 
     def test_check(self):
         self.assertEqual(security.check(fake_result(), ["x", "y"]), [])
