@@ -254,15 +254,23 @@ static free_sized_fn find_free_sized(void) {
 
 /* A 32 B block freed as 4 KiB, or a 256 KiB one as 16 B: an allocator that
  * trusts the size files the block under the wrong class, and a later malloc
- * of that size hands it out. */
+ * of that size hands it out. Two things keep a correct allocator from
+ * handing out p's memory for the wrong size legitimately: a block of the
+ * wrong size allocated first (its class then has a run with room, which
+ * serves the checks), and a live neighbour of p's size (p's run stays in use
+ * and cannot be released and reused for another size). */
 static void free_sized_wrong(size_t n) {
   free_sized_fn fs = find_free_sized();
   size_t wrong = n <= 64 ? 4096 : 16;
+  void* warm = misuse_need(malloc(wrong), "malloc");
   char* p = misuse_alloc(n);
+  char* neighbour = misuse_alloc(n);
   misuse_call("free_sized", p);
   fs(misuse_opaque(p), wrong);
   misuse_done();
-  misuse_check_handed_out(p, wrong, 64);
+  misuse_check_handed_out(p, wrong, 8);
+  misuse_opaque(warm);
+  misuse_opaque(neighbour);
 }
 
 /* ---- malloc_usable_size of something that is not a live block ----------- */

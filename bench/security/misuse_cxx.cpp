@@ -14,15 +14,21 @@ constexpr std::size_t kKiB = 1024;
 
 // A 32 B block deleted as 4 KiB, or a 256 KiB one as 16 B: an allocator that
 // trusts the size files the block under the wrong class, and a later
-// allocation of that size hands it out.
+// allocation of that size hands it out. As in misuse.c's free_sized_wrong, a
+// block of the wrong size allocated first and a live neighbour of p keep a
+// correct allocator from handing p's memory out again legitimately.
 void sized_delete_wrong(std::size_t n) {
   std::size_t wrong = n <= 64 ? 4096 : 16;
-  void* p = ::operator new(n);
+  void* warm = misuse_need(::operator new(wrong), "operator new");
+  void* p = misuse_need(::operator new(n), "operator new");
+  void* neighbour = misuse_need(::operator new(n), "operator new");
   std::memset(p, 0x5a, n);
   misuse_call("operator delete(void*, size_t)", p);
   ::operator delete(misuse_opaque(p), wrong);
   misuse_done();
-  misuse_check_handed_out(p, wrong, 64);
+  misuse_check_handed_out(p, wrong, 8);
+  misuse_opaque(warm);
+  misuse_opaque(neighbour);
 }
 
 // A non-trivial destructor makes new[] store the element count in front of
