@@ -24,6 +24,7 @@ import os
 import resource
 import signal
 import subprocess
+import time
 
 from . import report
 
@@ -94,6 +95,8 @@ def classify(rc, timed_out, stdout, stderr, timeout=None):
     stage, found = _markers(stdout)
     message = _first_line(stderr)
     if timed_out:
+        if "CORRUPT" in found:
+            return "missed", f"{found['CORRUPT']}; then hung"
         return "crashed", f"hung: killed after {timeout or '?'} s (last stage {stage or 'none'})"
     if rc == 77 and "SKIP" in found:
         return "n/a", found["SKIP"]
@@ -137,6 +140,7 @@ def _no_core():
 
 
 def run_case(prog, name, alloc, timeout):
+    t0 = time.perf_counter()
     try:
         r = subprocess.run([prog, name], env=_env(alloc), capture_output=True, text=True, errors="replace",
                            timeout=timeout, stdin=subprocess.DEVNULL, preexec_fn=_no_core)
@@ -147,10 +151,15 @@ def run_case(prog, name, alloc, timeout):
         err = (e.stderr or b"").decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
     outcome, detail = classify(rc, timed_out, out, err, timeout)
     return {"outcome": outcome, "detail": detail, "message": _first_line(err)[:300], "rc": rc,
-            "stderr": err[-500:], "stdout": out[-500:]}
+            "wall_s": round(time.perf_counter() - t0, 3), "stderr": err[-500:], "stdout": out[-500:]}
 
 
-def run_all(build_dir, allocs, smoke, timeout=10, progress=None):
+# A misuse program finishes in milliseconds; one that has not after this long
+# hangs (rpmalloc loops at exit after a small double free).
+TIMEOUT_S = 5
+
+
+def run_all(build_dir, allocs, smoke, timeout=TIMEOUT_S, progress=None):
     """{"cases": [{name, group, about, program}], "results": {case: {alloc: run}}},
     or None when the misuse programs are not built."""
     cases = list_cases(build_dir)

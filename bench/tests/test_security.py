@@ -46,6 +46,10 @@ class ClassifyTest(unittest.TestCase):
         self.assertEqual(outcome, "crashed")
         self.assertIn("hung", detail)
 
+    def test_corruption_then_hang_is_missed(self):
+        outcome, detail = self.c(-signal.SIGKILL, END.replace("END", "CORRUPT x twice\nEND"), timed_out=True)
+        self.assertEqual((outcome, detail), ("missed", "x twice; then hung"))
+
     def test_corruption_is_missed_even_when_stopped_later(self):
         out = END.replace("END", "CORRUPT malloc(8) returned 0x10 twice\nEND")
         self.assertEqual(self.c(0, out), ("missed", "malloc(8) returned 0x10 twice"))
