@@ -43,6 +43,7 @@ def _ensure_matplotlib():
 _ensure_matplotlib()
 
 from tenonbench import allocators, extras, load, report, runner, workloads  # noqa: E402
+from tenonbench import security as secbench  # noqa: E402
 from tenonbench import charts as chartlib  # noqa: E402
 
 
@@ -53,7 +54,7 @@ def parse_args(argv):
     p.add_argument("--alloc", action="append", default=[], metavar="NAME=PATH.so",
                    help="another allocator to preload (repeatable)")
     p.add_argument("--only", action="append", default=[], metavar="WORKLOAD",
-                   help="run only these workloads (repeatable or comma list; also fastpath-instr, pool, freeze)")
+                   help="run only these workloads (repeatable or comma list; also fastpath-instr, pool, freeze, security)")
     p.add_argument("--repeat", type=int, default=None, help="runs per allocator and row (default 3, smoke 1)")
     p.add_argument("--threads", default=None, help="thread counts for the multithreaded workloads (default 1,2,16,64)")
     p.add_argument("--baseline", default="glibc", help="allocator the others are normalised to (default glibc)")
@@ -119,7 +120,7 @@ def machine_info(args, repeat, threads, allocs):
     }
 
 
-def check(out, rows, allocs, runs, have_charts, files, fast, only_extra):
+def check(out, rows, allocs, runs, have_charts, files, fast, only_extra, security=None):
     """Completeness, not timing. Returns a list of problems."""
     problems = []
     for _, _, label in rows:
@@ -151,6 +152,8 @@ def check(out, rows, allocs, runs, have_charts, files, fast, only_extra):
                 continue
             if "instr" not in (fast or {}).get(a.name, {}):
                 problems.append(f"fastpath-instr missing for {a.name}: {(fast or {}).get(a.name)}")
+    if "security" in only_extra:
+        problems += secbench.check(security, [a.name for a in allocs])
     return problems
 
 
@@ -179,7 +182,7 @@ def main(argv):
             print(f"bench: note: {a.name} {note}", file=sys.stderr)
 
     selected = workloads.select(args.only)
-    extra_names = {"fastpath-instr", "pool", "freeze"}
+    extra_names = set(workloads.EXTRAS)
     only_names = {n.strip() for o in args.only for n in o.split(",")}
     only_extra = extra_names if not args.only else extra_names & only_names
     rows = workloads.rows(selected, threads)
@@ -227,6 +230,10 @@ def main(argv):
     if "freeze" in only_extra:
         print("bench: freeze probe (freeze_probe, when built) ...", file=sys.stderr)
         freeze = extras.freeze_probe(build, allocs, smoke)
+    security = None
+    if "security" in only_extra:
+        print("bench: security (misuse programs under every allocator) ...", file=sys.stderr)
+        security = secbench.run_all(build, allocs, smoke)
 
     ncpu = os.cpu_count() or 1
     have_charts = chartlib.HAVE_MPL
@@ -247,7 +254,7 @@ def main(argv):
             "allocators": [{"name": a.name, "path": a.path, "version": a.version, "notes": a.notes} for a in allocs],
             "skipped": skipped}
     table, files, paired = report.write(out, meta, runs, rows, names, args.baseline, fast, pool_md, freeze,
-                                        make_charts if have_charts else None)
+                                        make_charts if have_charts else None, security=security)
     print()
     print(f"Time relative to {args.baseline} (median of {repeat}; lower is better):")
     print(table)
@@ -257,12 +264,16 @@ def main(argv):
         print(paired)
     for k, v in load_lines.items():
         print(f"{k}: {v}")
+    if security:
+        print(f"\nSecurity: of {len(security['cases'])} misuse programs, per allocator "
+              "(stopped: caught or trapped):")
+        print(secbench.totals_text(security, names))
     print(f"\nReport: {os.path.join(out, 'report.md')}")
     if not have_charts:
         print("bench: matplotlib not found: no charts (apt-get install python3-matplotlib)", file=sys.stderr)
 
     if args.check:
-        problems = check(out, rows, allocs, runs, have_charts, files, fast, only_extra)
+        problems = check(out, rows, allocs, runs, have_charts, files, fast, only_extra, security)
         for p in problems:
             print(f"bench check: {p}", file=sys.stderr)
         if problems:

@@ -98,7 +98,7 @@ def paired_rows(paired_t, paired_c, unpaired_t, others):
     return header, rows, {"time": gm_t, "cpu": gm_c, "medians": gm_u}
 
 
-def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, charts):
+def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, charts, security=None):
     summary = stats.summarize(runs, rows, allocs)
     norm_t = stats.normalise(summary, baseline, "wall_s")
     norm_r = stats.normalise(summary, baseline, "rss_kib")
@@ -217,6 +217,10 @@ def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, ch
                                 if "error" not in r else ["error", r["error"][:120], "", ""]) for a, r in freeze.items()]), ""]
     else:
         md += ["(not run: `tests/freeze/freeze_probe` is not built)", ""]
+    if security:
+        from . import security as secbench  # here: security.py uses md_table from this module
+        md += ["## Security: misuse programs", "", secbench.markdown(security, allocs), ""]
+        secbench.write_csv(security, os.path.join(out_dir, "security.csv"))
     fails = [r for r in runs if not r["ok"]]
     if fails:
         md += ["## Failed runs", "", md_table(["row", "allocator", "rep", "exit", "stderr"],
@@ -243,6 +247,7 @@ def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, ch
                    "normalised_time": norm_t, "normalised_rss": norm_r,
                    "geomean_time": gm_t, "geomean_cpu": gm_c, "geomean_rss": gm_r, "fastpath_instr": fast,
                    "size_sweep": tuple_keys(size_t), "thread_chunks": tuple_keys(chunk_t), "latency": lat_t,
-                   "pool_markdown": pool_md, "freeze": freeze, "charts": files}, f, indent=1, default=str)
+                   "pool_markdown": pool_md, "freeze": freeze, "security": security, "charts": files},
+                  f, indent=1, default=str)
     paired_text = text_table(pheader, prows) if paired_t else None
     return text_table(header, srows), files, paired_text

@@ -57,6 +57,8 @@ WORKLOADS = [
 ]
 
 DEFAULT_THREADS = [1, 2, 16, 64]
+# The rows that are not timed workloads (bench/tenonbench/extras.py, security.py).
+EXTRAS = ("fastpath-instr", "pool", "freeze", "security")
 SMOKE_THREADS = [2, 16]
 
 
@@ -66,7 +68,7 @@ def select(only):
         return list(WORKLOADS)
     names = [n.strip() for o in only for n in o.split(",") if n.strip()]
     known = {w.name: w for w in WORKLOADS}
-    extra_names = {"fastpath-instr", "pool", "freeze"}
+    extra_names = set(EXTRAS)
     bad = [n for n in names if n not in known and n not in extra_names]
     if bad:
         raise SystemExit(f"unknown workload(s) {bad}; known: {sorted(known) + sorted(extra_names)}")
