@@ -26,13 +26,21 @@ __thread bool t_resolving __attribute__((tls_model("initial-exec")));
 
 constexpr std::size_t kHeader = 16;
 
-void* bootstrap_alloc(std::size_t n, std::size_t align) {
+}  // namespace
+
+void* bootstrap_alloc(std::size_t n, std::size_t align) noexcept {
   if (align < kHeader) align = kHeader;
-  if (n > kBootstrapBytes || align > kBootstrapBytes / 4) return nullptr;
+  if (n > kBootstrapBytes || align > kBootstrapBytes / 4) {
+    errno = ENOMEM;
+    return nullptr;
+  }
   std::size_t top = g_bootstrap_top.load(std::memory_order_relaxed);
   std::size_t start, end;
   do {
-    start = (top + kHeader + align - 1) & ~(align - 1);  // the block; its header sits just below
+    // The block's address is aligned (the buffer's own is only 64); its
+    // header sits just below it.
+    std::uintptr_t base = reinterpret_cast<std::uintptr_t>(g_bootstrap);
+    start = ((base + top + kHeader + align - 1) & ~(align - 1)) - base;
     end = start + ((n + kHeader - 1) & ~(kHeader - 1));
     if (end > kBootstrapBytes) {
       errno = ENOMEM;
@@ -43,6 +51,8 @@ void* bootstrap_alloc(std::size_t n, std::size_t align) {
   memcpy(g_bootstrap + start - kHeader, &size, sizeof size);
   return g_bootstrap + start;  // zero: the buffer is static and never reused
 }
+
+namespace {
 
 void resolve_all();
 

@@ -224,11 +224,12 @@ __attribute__((constructor)) void at_load() {
   if (path && *path) trace_open(path);
 }
 
-__attribute__((destructor)) void at_unload() { trace_close(); }
+__attribute__((destructor)) void at_unload() { trace_finish_at_exit(); }
 
 }  // namespace
 
 bool trace_open(const char* path_template) noexcept {
+  if (g_tracing.load(std::memory_order_relaxed)) return false;
   if (g_fd.load(std::memory_order_relaxed) >= 0 || strlen(path_template) >= sizeof g_template) return false;
   strcpy(g_template, path_template);
   g_per_process = strstr(g_template, "%p") != nullptr;
@@ -274,11 +275,10 @@ void trace_flush() noexcept {
   if (t_slot) flush(*t_slot);
 }
 
-void trace_close() noexcept {
-  int fd = g_fd.load(std::memory_order_relaxed);
-  if (fd < 0) return;
+namespace {
+// The clock chunk, and from then on every record written at once.
+void finish() {
   trace_flush();
-  // Calls after this (other libraries' destructors) are written one by one.
   g_closed.store(true, std::memory_order_relaxed);
   calibration cal = calibrate();
   struct {
@@ -286,6 +286,22 @@ void trace_close() noexcept {
     std::uint64_t ticks_per_second;
   } clock{{tf::kClock, 0, 8, 0}, static_cast<std::uint64_t>(cal.ticks_per_ns * 1e9)};
   emit(&clock, sizeof clock);
+}
+}  // namespace
+
+// At exit: calls made by destructors that run after this one (other
+// libraries', the C library's) are still written, one by one.
+void trace_finish_at_exit() noexcept {
+  if (g_fd.load(std::memory_order_relaxed) >= 0) finish();
+}
+
+void trace_close() noexcept {
+  int fd = g_fd.load(std::memory_order_relaxed);
+  if (fd < 0) return;
+  finish();
+  g_tracing.store(false, std::memory_order_relaxed);
+  g_fd.store(-1, std::memory_order_relaxed);
+  ::close(fd);
 }
 
 }  // namespace tenon::measure

@@ -44,6 +44,10 @@ extern char g_bootstrap[kBootstrapBytes];
 inline bool in_bootstrap(const void* p) noexcept {
   return reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(g_bootstrap) < kBootstrapBytes;
 }
+// A block of the bootstrap buffer (what a thread gets while it resolves;
+// tests call it directly): n bytes at a multiple of align (16 at least),
+// zeroed; nullptr with ENOMEM once the buffer is used up.
+void* bootstrap_alloc(std::size_t n, std::size_t align) noexcept;
 std::size_t bootstrap_usable_size(const void* p) noexcept;
 void* bootstrap_realloc(void* p, std::size_t n) noexcept;  // moves the block to the next allocator
 void* fail_enomem() noexcept;  // errno = ENOMEM, nullptr (posix_memalign leaves errno alone)

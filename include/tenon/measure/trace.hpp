@@ -35,12 +35,16 @@ void trace_call(trace_format::op o, std::uint64_t start, std::size_t size, std::
 // buffer fills, at thread exit and at process exit).
 void trace_flush() noexcept;
 
-// Starts tracing to `path_template` (as TENON_TRACE; tests). False when the
-// file cannot be opened or a trace is already open.
+// Starts tracing to `path_template` (as TENON_TRACE does at load time).
+// False when the file cannot be opened or a trace is open already.
 bool trace_open(const char* path_template) noexcept;
-// Writes this thread's buffer and the clock chunk (done at exit). Calls
-// traced after it (other libraries' destructors) are written one by one.
+// Writes this thread's buffer and the clock chunk, stops tracing and closes
+// the file. Other threads' unwritten buffers are dropped: call it when they
+// have exited (their buffers are written at thread exit).
 void trace_close() noexcept;
+// What the library does at exit: as trace_close, but calls made after it
+// (by later destructors) are still written, one chunk each.
+void trace_finish_at_exit() noexcept;
 
 }  // namespace tenon::measure
 

@@ -30,7 +30,7 @@ using namespace tenon::replay;
 void print_counts(const char* tag, const op_counts& c) {
   std::printf("%s calls=%llu", tag, (unsigned long long)c.total());
   for (int o = tf::op_malloc; o <= tf::op_free; ++o) std::printf(" %s=%llu", tf::kOpNames[o], (unsigned long long)c.calls[o]);
-  std::printf(" bytes=%llu", (unsigned long long)c.bytes);
+  std::printf(" bytes=%llu null_frees=%llu", (unsigned long long)c.bytes, (unsigned long long)c.null_frees);
 }
 
 long status_kib(const char* key) {

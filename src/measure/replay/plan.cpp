@@ -75,6 +75,7 @@ bool for_each_chunk(const mapped_file& f, Fn fn) {
 void count(op_counts& c, const tf::record& r) {
   ++c.calls[r.op];
   if (tf::allocates(r.op)) c.bytes += r.size;
+  if (r.op == tf::op_free && r.old == 0) ++c.null_frees;
 }
 
 }  // namespace

@@ -32,6 +32,7 @@ enum : std::uint8_t {
 struct op_counts {
   std::uint64_t calls[6] = {};  // by trace_format::op
   std::uint64_t bytes = 0;      // sizes asked by the allocating calls
+  std::uint64_t null_frees = 0; // free(NULL) (counted in calls[op_free] too)
   std::uint64_t total() const { return calls[1] + calls[2] + calls[3] + calls[4] + calls[5]; }
 };
 

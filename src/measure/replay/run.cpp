@@ -140,6 +140,7 @@ void call(worker& w, std::uint32_t index) {
   if (timed) w.latency[e.op].record(measure::ticks_end() - t0);
   ++w.replayed.calls[e.op];
   if (tf::allocates(e.op)) w.replayed.bytes += e.size;
+  if (e.flags & kNullFree) ++w.replayed.null_frees;
 }
 
 void* thread_main(void* arg) {
@@ -205,6 +206,7 @@ bool run(const plan& p, const options& o, result& out) {
       out.latency[i].add(w.latency[i]);
     }
     out.replayed.bytes += w.replayed.bytes;
+    out.replayed.null_frees += w.replayed.null_frees;
     out.failed += w.failed;
     out.corrupt += w.corrupt;
     out.waits += w.waits;
