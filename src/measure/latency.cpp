@@ -160,7 +160,12 @@ void reset() noexcept {
 }
 
 std::uint32_t sample_interval() noexcept { return g_interval.load(std::memory_order_relaxed); }
-void set_sample_interval(std::uint32_t n) noexcept { g_interval.store(n ? n : 1, std::memory_order_relaxed); }
+// Other threads take the new interval at their next sample; the calling
+// thread at once (its next call of each kind is sampled).
+void set_sample_interval(std::uint32_t n) noexcept {
+  g_interval.store(n ? n : 1, std::memory_order_relaxed);
+  for (auto& left : t_countdown.left) left = 0;
+}
 
 namespace {
 void (*g_report_note)(int fd) = nullptr;

@@ -59,7 +59,9 @@ summary snapshot(op o) noexcept;
 void reset() noexcept;
 // Writes the report (text, see docs/measure.md) to fd with write(2).
 void print(int fd) noexcept;
-// 1 in how many calls is timed (TENON_LATENCY_SAMPLE, default 8).
+// 1 in how many calls is timed (TENON_LATENCY_SAMPLE, default 8). A new
+// interval applies to other threads from their next sample on, and to the
+// calling thread at once.
 std::uint32_t sample_interval() noexcept;
 void set_sample_interval(std::uint32_t n) noexcept;
 // For wrappers (libtenon-trace.so): a function that writes lines of its own
