@@ -226,7 +226,8 @@ def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, ch
         threads = sorted({t for cells in scale_t.values() for t in cells})
         md += ["## Time against threads", "",
                f"`thread-scaling`: the same work (random replacements, one in 8 handed to another thread and freed "
-               f"there) split over 1 ... {threads[-1]} threads; ns per operation, all threads together (lower is "
+               f"there) split over 1 ... {threads[-1]} threads; ns per operation, all threads together, median of 3 "
+               f"trials in each run, medians over the runs (lower is "
                f"better). **This machine has {ncpu} CPUs: from {ncpu + 1} threads on the threads are oversubscribed** "
                "(more threads than CPUs, so threads are preempted in the middle of allocator calls and the others "
                "must not wait for them).", "",

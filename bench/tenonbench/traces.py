@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOADS = os.path.join(os.path.dirname(HERE), "workloads")
 
-# A deterministic SQL script: a table of `n` rows, an index, grouping,
+# A deterministic SQL script: a table of `n` rows (200,000; smoke 2,000), an index, grouping,
 # pattern matching, updates, deletes and a sort.
 SQL = """CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, score REAL, tag TEXT);
 WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < {n})
@@ -43,7 +43,7 @@ class Recipe:
     argv: list                # full scale; "{out}" is a scratch folder
     smoke_argv: list
     env: dict = field(default_factory=dict)
-    stdin: str | None = None  # "{n}" in it: 100000 at full scale, 2000 at smoke
+    stdin: str | None = None  # "{n}" in it: 200000 at full scale, 2000 at smoke
     about: str = ""
 
 
@@ -64,7 +64,7 @@ RECIPES = {
                   about="the C++ compiler (cc1plus) compiling bench/workloads/larson.cpp at -O2"),
     "sqlite": Recipe("sqlite", "sqlite3", "sqlite3", ["sqlite3", "--version"], ["sqlite3", ":memory:"],
                      ["sqlite3", ":memory:"], stdin=SQL,
-                     about="sqlite3 in memory: 100,000 rows inserted, indexed, grouped, matched, updated, "
+                     about="sqlite3 in memory: 200,000 rows inserted, indexed, grouped, matched, updated, "
                            "deleted, sorted"),
 }
 
@@ -99,7 +99,7 @@ def _sha_text(s):
 
 
 def _stdin(r, smoke):
-    return r.stdin.replace("{n}", "2000" if smoke else "100000") if r.stdin else None
+    return r.stdin.replace("{n}", "2000" if smoke else "200000") if r.stdin else None
 
 
 def _record(r, smoke, trace_lib, dest, timeout):

@@ -58,15 +58,16 @@ WORKLOADS = [
     Workload("op-size", "op_size", ["65536", "8", "3"], ["1024", "1", "1"], threaded=False, kind="opsize",
              max_repeat=1, about="time of one malloc, free, calloc, realloc (from half the size) at 1 KiB ... 64 MiB, "
                                  "batches of up to 256 blocks, pages written between the timed batches"),
-    Workload("thread-scaling", "thread_scaling", ["1000000", "20"], ["20000", "4"], threaded=False, kind="scaling",
-             max_repeat=2, about="1 million random replacements (16 B - 32 KiB, 1 in 8 through a shared exchange: "
-                                 "remote frees) split over 1, 2, ... 20 threads"),
+    Workload("thread-scaling", "thread_scaling", ["1000000", "20", "3"], ["20000", "4", "1"], threaded=False,
+             kind="scaling", max_repeat=1,
+             about="1 million random replacements (16 B - 32 KiB, 1 in 8 through a shared exchange: remote frees) "
+                   "split over 1, 2, ... 20 threads, median of 3 trials per count"),
     Workload("replay-python", "tenon-replay", [], [], threaded=False, kind="replay", trace="python",
              about="replay of a trace of CPython with 4 threads (tenon-replay; time and RSS of the replay alone)"),
     Workload("replay-g++", "tenon-replay", [], [], threaded=False, kind="replay", trace="g++",
              about="replay of a trace of the C++ compiler (cc1plus) compiling larson.cpp at -O2"),
     Workload("replay-sqlite", "tenon-replay", [], [], threaded=False, kind="replay", trace="sqlite",
-             about="replay of a trace of sqlite3 building, indexing, querying and sorting a 100,000-row table"),
+             about="replay of a trace of sqlite3 building, indexing, querying and sorting a 200,000-row table"),
 ]
 
 DEFAULT_THREADS = [1, 2, 16, 64]

@@ -5,11 +5,13 @@
 // through a shared exchange array, so that its old occupant, from some
 // other thread, is freed here (a remote free). Prints per thread count the
 // wall time per operation (one operation: a free and a malloc), all threads
-// together:
+// together, the median of TRIALS runs (a loaded machine's hiccups hit single
+// trials):
 //   SCALE threads=T ns_per_op=... ops=...
 // On a machine with fewer cores than threads the larger counts measure
 // oversubscription: threads preempted in the middle of an allocator call.
-// usage: thread_scaling OPS MAXTHREADS
+// usage: thread_scaling OPS MAXTHREADS TRIALS
+#include <algorithm>
 #include "common.h"
 
 namespace {
@@ -46,13 +48,17 @@ void work(int t, long ops) {
 int main(int argc, char** argv) {
   long ops = wl::arg(argc, argv, 1, 1000000);
   int maxthreads = int(wl::arg(argc, argv, 2, 20));
+  int trials = int(wl::arg(argc, argv, 3, 3));
   for (int threads = 1; threads <= maxthreads; threads++) {
     long per = wl::share(ops, threads);
-    uint64_t t0 = wl::now_ns();
-    wl::run_threads(threads, [&](int t) { work(t, per); });
-    uint64_t t1 = wl::now_ns();
-    std::printf("SCALE threads=%d ns_per_op=%.2f ops=%ld\n", threads, double(t1 - t0) / double(per * threads),
-                per * threads);
+    std::vector<double> ns;
+    for (int k = 0; k < trials; k++) {
+      uint64_t t0 = wl::now_ns();
+      wl::run_threads(threads, [&](int t) { work(t, per); });
+      ns.push_back(double(wl::now_ns() - t0) / double(per * threads));
+    }
+    std::sort(ns.begin(), ns.end());
+    std::printf("SCALE threads=%d ns_per_op=%.2f ops=%ld trials=%d\n", threads, ns[ns.size() / 2], per * threads, trials);
   }
   for (auto& slot : g_exchange) {
     char* p = slot.exchange(nullptr);

@@ -53,6 +53,9 @@ enum : std::uint8_t { kNoSlot, kClaiming, kOwner, kDirect };
 __thread slot* t_slot __attribute__((tls_model("initial-exec")));
 __thread std::uint8_t t_state __attribute__((tls_model("initial-exec")));
 __thread std::uint32_t t_thread __attribute__((tls_model("initial-exec")));
+// Set while this thread appends to its buffer: a signal handler that
+// allocates in between writes its record on its own instead.
+__thread bool t_appending __attribute__((tls_model("initial-exec")));
 
 constexpr long kNoKey = -1;
 std::atomic<long> g_key{kNoKey};
@@ -259,16 +262,18 @@ void trace_call(trace_format::op o, std::uint64_t start, std::size_t size, std::
     thread_number();  // numbered in the order of their first traced call
     s = claim();
   }
-  if (!s || g_closed.load(std::memory_order_relaxed)) {
+  if (!s || t_appending || g_closed.load(std::memory_order_relaxed)) {
     write_direct(r);
     return;
   }
+  t_appending = true;
   // Counters of different cores may disagree by a little: a thread's times
   // never go backwards in its own records.
   if (r.start < s->state.prev_time) r.start = s->state.prev_time;
   if (s->used + tf::kMaxRecordBytes > kBufferBytes) flush(*s);
   s->used += static_cast<std::uint32_t>(tf::encode(r, s->state, s->buf + s->used));
   ++s->records;
+  t_appending = false;
 }
 
 void trace_flush() noexcept {
