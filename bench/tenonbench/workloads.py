@@ -63,7 +63,7 @@ WORKLOADS = [
              about="1 million random replacements (16 B - 32 KiB, 1 in 8 through a shared exchange: remote frees) "
                    "split over 1, 2, ... 20 threads, median of 3 trials per count"),
     Workload("replay-python", "tenon-replay", [], [], threaded=False, kind="replay", trace="python",
-             about="replay of a trace of CPython with 4 threads (tenon-replay; time and RSS of the replay alone)"),
+             about="replay of a trace of CPython, 3 producer threads and 1 consumer (time and RSS: the replay alone)"),
     Workload("replay-g++", "tenon-replay", [], [], threaded=False, kind="replay", trace="g++",
              about="replay of a trace of the C++ compiler (cc1plus) compiling larson.cpp at -O2"),
     Workload("replay-sqlite", "tenon-replay", [], [], threaded=False, kind="replay", trace="sqlite",
