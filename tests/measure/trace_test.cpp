@@ -168,6 +168,32 @@ TEST(ReplayPlan, FreesAreTiedToTheirAllocationsAcrossThreadsAndReuse) {
   rp::release(p);
 }
 
+TEST(ReplayPlan, CallsInTheSameTickPairUpInOrder) {
+  // A coarse counter (aarch64's runs at tens of MHz) gives many calls the
+  // same time: their order must come from each thread's own sequence.
+  const std::uint64_t A = 0x1000, B = 0x2000;
+  trace_file f("tick");
+  f.chunk(1, {alloc(tf::op_malloc, 5, 5, 16, A),        // 0
+              release(5, 5, A),                          // 1: gives back 0
+              alloc(tf::op_malloc, 5, 5, 16, A),        // 2: A again
+              alloc(tf::op_realloc, 5, 5, 32, A, A),    // 3: in place: gives back 2, hands A out
+              release(5, 5, A),                          // 4: gives back 3
+              release(5, 5, B)});                        // 5: gives back thread 2's B, same tick
+  f.chunk(2, {alloc(tf::op_malloc, 5, 5, 16, B)});       // 6
+  f.save();
+  rp::plan p;
+  ASSERT_TRUE(rp::load(f.path.c_str(), p));
+  EXPECT_EQ(p.events[1].dep, 0u);
+  EXPECT_EQ(p.events[3].dep, 2u);
+  EXPECT_EQ(p.events[4].dep, 3u);
+  EXPECT_EQ(p.events[5].dep, 6u);
+  EXPECT_TRUE(p.events[5].flags & rp::kRemoteDep);
+  EXPECT_EQ(p.unknown_frees, 0u);
+  EXPECT_EQ(p.lost_frees, 0u);
+  EXPECT_EQ(p.skipped, 0u);
+  rp::release(p);
+}
+
 TEST(ReplayPlan, RejectsWhatIsNotATrace) {
   std::string path = temp_path("garbage");
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);

@@ -6,7 +6,9 @@
 // time) puts each block's allocation right before the free that gives it
 // back, even across threads (the freeing thread got the pointer after the
 // allocation returned) and across reuse (an allocator hands an address out
-// again only after a free of it began). Frees on a tie come first.
+// again only after a free of it began). Calls on one address in the same
+// tick alternate, in each thread's own order, a free first while the address
+// is handed out.
 #include "measure/replay/plan.h"
 
 #include <fcntl.h>
@@ -187,29 +189,47 @@ bool load(const char* path, plan& out) {
     return fail(path, "a record does not decode (corrupt trace)");
   }
 
+  // Within one (address, time), frees then allocations, each in event
+  // order (a thread's own calls are numbered in the order it made them).
   std::sort(addrs, addrs + n_used, [](const addr_event& a, const addr_event& b) {
     if (a.addr != b.addr) return a.addr < b.addr;
     if (a.time != b.time) return a.time < b.time;
-    return a.kind < b.kind;
+    if (a.kind != b.kind) return a.kind < b.kind;
+    return a.index < b.index;
   });
-  std::uint64_t prev_addr = 0;
   std::uint32_t live = kNone;
-  for (std::size_t i = 0; i < n_used; ++i) {
-    const addr_event& a = addrs[i];
-    if (i == 0 || a.addr != prev_addr) live = kNone;
-    prev_addr = a.addr;
-    if (a.kind == 1) {
-      if (live != kNone) ++out.lost_frees;
-      live = a.index;
-    } else if (live != kNone) {
+  auto hand_out = [&](const addr_event& a) {
+    if (live != kNone) ++out.lost_frees;
+    live = a.index;
+  };
+  auto give_back = [&](const addr_event& a) {
+    if (live != kNone) {
       out.events[a.index].dep = live;
       live = kNone;
-    } else {
-      ++out.unknown_frees;
-      event& e = out.events[a.index];
-      if (e.op == tf::op_realloc) e.flags |= kUnknownOld;
-      else e.flags |= kSkip;
+      return;
     }
+    ++out.unknown_frees;
+    event& e = out.events[a.index];
+    if (e.op == tf::op_realloc) e.flags |= kUnknownOld;
+    else e.flags |= kSkip;
+  };
+  for (std::size_t i = 0; i < n_used;) {
+    if (i == 0 || addrs[i].addr != addrs[i - 1].addr) live = kNone;
+    // Calls on one address in the same tick (a coarse counter, such as
+    // aarch64's, makes them common): their order is not in the times, so
+    // they alternate, a free first while the address is handed out.
+    std::size_t end = i;
+    while (end < n_used && addrs[end].addr == addrs[i].addr && addrs[end].time == addrs[i].time) ++end;
+    std::size_t f = i, a = i;
+    while (a < end && addrs[a].kind == 0) ++a;
+    const std::size_t frees_end = a;
+    while (f < frees_end || a < end) {
+      if (live != kNone && f < frees_end) give_back(addrs[f++]);
+      else if (live == kNone && a < end) hand_out(addrs[a++]);
+      else if (f < frees_end) give_back(addrs[f++]);
+      else hand_out(addrs[a++]);
+    }
+    i = end;
   }
   unmap(addrs, sizeof(addr_event) * n_addr);
 
