@@ -1,13 +1,15 @@
 /* trace_program: a program whose worker threads make a known number of
  * allocator calls, for the trace round trip (trace_roundtrip.sh).
  *
- *   trace_program WORKERS ROUNDS [fork]
+ *   trace_program WORKERS ROUNDS [fork|print]
  *
  * Phase 1: each worker, every round: malloc, calloc, aligned_alloc,
  * posix_memalign, realloc of the malloc'd block, three frees; the realloc'd
  * block is left for phase 2, where worker i frees worker (i+1)'s blocks
  * (frees from another thread). With "fork", the main thread forks between
  * the phases; the child makes 5000 malloc/free pairs of 77 bytes and exits.
+ * With "print", it ends by asking for the latency report (tenon_latency_print,
+ * <tenon/latency.h>), or says that no latency layer is loaded.
  * Prints what the workers did:
  *   EXPECT calls=N malloc=.. calloc=.. realloc=.. aligned=.. free=.. bytes=B
  * Only write(2) for output, so that stdio's buffers stay out of the counts. */
@@ -18,6 +20,8 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <tenon/latency.h>
 
 static int workers, rounds;
 static void** handed; /* [workers][rounds] */
@@ -60,6 +64,7 @@ int main(int argc, char** argv) {
   workers = argc > 1 ? atoi(argv[1]) : 4;
   rounds = argc > 2 ? atoi(argv[2]) : 1000;
   int do_fork = argc > 3 && !strcmp(argv[3], "fork");
+  int do_print = argc > 3 && !strcmp(argv[3], "print");
   if (workers < 1 || workers > 64 || rounds < 1) return 2;
   handed = calloc((size_t)workers * (size_t)rounds, sizeof(void*));
   run(phase1);
@@ -84,5 +89,14 @@ int main(int argc, char** argv) {
   char line[256];
   int len = snprintf(line, sizeof line, "EXPECT calls=%llu malloc=%llu calloc=%llu realloc=%llu aligned=%llu free=%llu bytes=%llu\n",
                      wr * 9, wr, wr, wr, 2 * wr, 4 * wr, bytes);
-  return write(1, line, (size_t)len) == len ? 0 : 1;
+  if (write(1, line, (size_t)len) != len) return 1;
+  if (do_print) {
+    if (tenon_latency_print) {
+      tenon_latency_print();
+    } else {
+      static const char none[] = "trace_program: no latency layer loaded\n";
+      if (write(2, none, sizeof none - 1) < 0) return 1;
+    }
+  }
+  return 0;
 }
