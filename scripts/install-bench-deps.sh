@@ -6,7 +6,8 @@
 set -uo pipefail
 # libclang-rt-16-dev: LLVM's compiler runtime, which carries scudo (the
 # hardened allocator the security table compares against).
-pkgs=(libjemalloc2 libgoogle-perftools4 libmimalloc2.0 libclang-rt-16-dev python3-matplotlib valgrind binutils)
+# sqlite3: one of the programs whose traces make the replay rows (python3, g++ come with the build).
+pkgs=(libjemalloc2 libgoogle-perftools4 libmimalloc2.0 libclang-rt-16-dev python3-matplotlib valgrind binutils sqlite3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
