@@ -28,6 +28,8 @@ def _callgrind_instructions(binary, n, alloc, timeout):
 NO_VALGRIND = {
     "snmalloc": "snmalloc does not start under valgrind: it reserves 256 GiB of address space for its "
                 "pagemap, more than valgrind allows",
+    "scudo": "scudo does not start under valgrind: it reserves 180 GiB of address space for its primary "
+             "allocator at start, more than valgrind allows (Scudo ERROR: internal map or unmap failure)",
 }
 
 
