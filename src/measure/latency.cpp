@@ -17,7 +17,7 @@
 
 #include <atomic>
 
-#include "measure/text.h"
+#include "text.h"
 #include "tenon/measure/calibration.hpp"
 #include "tenon/measure/latency.hpp"
 

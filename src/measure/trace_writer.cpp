@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "measure/text.h"
+#include "text.h"
 #include "tenon/measure/calibration.hpp"
 #include "tenon/measure/trace.hpp"
 
