@@ -1,6 +1,7 @@
 // libtenon-locked.so: the default engine's parts instantiated for a config
 // whose sync policy is locked_sync, exported as a user's composition is.
 #include "../../src/engine/all_parts.ipp"
+#include "../../src/frontend/engine_front.ipp"
 #include "locked_sync.h"
 #include "tenon/layer.hpp"
 #include "tenon/platform/options.h"
@@ -18,7 +19,8 @@ constinit engine<locked_config> g_locked_engine;
 
 }  // namespace tenon
 
-TENON_INSTANTIATE_ENGINE(tenon::locked_config, tenon::g_locked_engine)
+TENON_INSTANTIATE_ENGINE(tenon::locked_config)
+template struct tenon::engine_front<tenon::g_locked_engine>;
 
 TENON_EXPORT_MALLOC(tenon::engine_front<tenon::g_locked_engine>)
 

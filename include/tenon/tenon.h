@@ -55,12 +55,6 @@ TENON_API const char* tenon_version(void);
  * stderr. Also done at exit when the environment has TENON_STATS=1. */
 TENON_API void tenon_stats_print(void);
 
-/* Injection points (only in builds configured with -DTENON_INJECT=ON): the
- * hook is called with the point's name at every slow-path step; the progress
- * tests use it to park a thread. See docs/architecture.md for the list. */
-typedef void (*tenon_inject_hook_fn)(const char* point);
-TENON_API void tenon_inject_set_hook(tenon_inject_hook_fn fn);
-
 #ifdef __cplusplus
 }
 #endif

@@ -4,8 +4,6 @@
 #ifdef TENON_INJECT
 #include <atomic>
 
-#include "tenon/tenon.h"
-
 namespace {
 std::atomic<tenon_inject_hook_fn> g_hook{nullptr};
 }
@@ -16,7 +14,7 @@ void hit(const char* point) {
 }
 }  // namespace tenon::inject
 
-extern "C" TENON_API void tenon_inject_set_hook(tenon_inject_hook_fn fn) {
+extern "C" void tenon_inject_set_hook(tenon_inject_hook_fn fn) {
   g_hook.store(fn, std::memory_order_release);
 }
 #endif

@@ -15,14 +15,11 @@
 #include "../huge/map.ipp"
 #include "../huge/cache.ipp"
 #include "engine.ipp"
-#include "../frontend/engine_front.ipp"
 
-// Explicit instantiation of every part of engine<C>, and of the front end
-// over the instance `instance`.
-#define TENON_INSTANTIATE_ENGINE(C, instance)   \
-  template class tenon::arena<C>;               \
-  template class tenon::thread_heaps<C>;        \
-  template class tenon::large_runs<C>;          \
-  template class tenon::huge_maps<C>;           \
-  template struct tenon::engine<C>;             \
-  template struct tenon::engine_front<instance>;
+// Explicit instantiation of every part of engine<C>.
+#define TENON_INSTANTIATE_ENGINE(C)      \
+  template class tenon::arena<C>;        \
+  template class tenon::thread_heaps<C>; \
+  template class tenon::large_runs<C>;   \
+  template class tenon::huge_maps<C>;    \
+  template struct tenon::engine<C>;

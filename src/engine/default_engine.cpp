@@ -1,5 +1,5 @@
-// The default engine: libtenon's config, its one instance, and the engine
-// code instantiated for it (what tenon::default_allocator runs on).
+// The default engine: its one instance, and the engine code instantiated for
+// libtenon's config (what tenon::default_allocator runs on).
 #include "all_parts.ipp"
 #include "tenon/platform/options.h"
 #include "tenon/platform/os.h"
@@ -28,4 +28,4 @@ __attribute__((constructor)) void start_purger_at_load() {
 
 }  // namespace tenon
 
-TENON_INSTANTIATE_ENGINE(tenon::default_config, tenon::g_default_engine)
+TENON_INSTANTIATE_ENGINE(tenon::default_config)

@@ -6,6 +6,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,16 +217,39 @@ std::uint32_t now_ms() {
   return static_cast<std::uint32_t>(ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
 }
 
+std::uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
 const char* env(const char* name) { return getenv(name); }
+
+bool at_fork_child(void (*fn)()) { return pthread_atfork(nullptr, nullptr, fn) == 0; }
+
+int open_for_append(const char* path, bool truncate) {
+  return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0644);
+}
+
+bool write_all(int fd, const void* data, std::size_t size) {
+  auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+void close_file(int fd) { close(fd); }
+
+int process_id() { return getpid(); }
 
 void write_error(const char* text, std::size_t length) {
   int saved = errno;
-  while (length > 0) {
-    ssize_t n = write(2, text, length);
-    if (n <= 0) break;
-    text += n;
-    length -= static_cast<std::size_t>(n);
-  }
+  write_all(2, text, length);
   errno = saved;
 }
 
@@ -241,9 +265,15 @@ long thread_key_create(void (*destructor)(void*)) {
 
 void thread_key_delete(long key) { pthread_key_delete(static_cast<pthread_key_t>(key)); }
 
-void thread_key_set(long key, void* value) { pthread_setspecific(static_cast<pthread_key_t>(key), value); }
+bool thread_key_set(long key, void* value) { return pthread_setspecific(static_cast<pthread_key_t>(key), value) == 0; }
 
 void* next_symbol(const char* name) { return dlsym(RTLD_NEXT, name); }
+
+const char* library_of(const void* address) {
+  Dl_info info;
+  if (address && dladdr(address, &info) && info.dli_fname) return info.dli_fname;
+  return nullptr;
+}
 
 bool single_threaded() { return &__libc_single_threaded != nullptr && __libc_single_threaded != 0; }
 

@@ -8,6 +8,13 @@
 namespace tenon::inject {
 void hit(const char* point);
 }
+// The test hook: called with the point's name at every injection point (the
+// progress tests park a thread there). Not in tenon.h: it exists only in
+// builds made with -DTENON_INJECT=ON.
+extern "C" {
+typedef void (*tenon_inject_hook_fn)(const char* point);
+__attribute__((visibility("default"))) void tenon_inject_set_hook(tenon_inject_hook_fn fn);
+}
 #define TENON_INJECT_POINT(name) ::tenon::inject::hit(name)
 #else
 #define TENON_INJECT_POINT(name) ((void)0)

@@ -67,6 +67,9 @@ bool set_memory_source(const memory_source& source);
 // compare differences.
 std::uint32_t now_ms();
 
+// Nanoseconds on CLOCK_MONOTONIC (a full clock read: calibration, tools).
+std::uint64_t monotonic_ns();
+
 // The process environment's value for name, or nullptr (getenv: neither
 // allocates nor locks).
 const char* env(const char* name);
@@ -82,12 +85,29 @@ void write_error(const char* text);
 // exit with the value the thread set. -1 if no key could be created.
 long thread_key_create(void (*destructor)(void*));
 void thread_key_delete(long key);
-void thread_key_set(long key, void* value);
+bool thread_key_set(long key, void* value);  // false if the value could not be stored
+
+// Registers fn to run in the child after fork() (pthread_atfork's child
+// hook: glibc runs it in the child before fork returns there).
+bool at_fork_child(void (*fn)());
+
+// Files, for the tools that write out what they measured (the trace writer).
+// open_for_append: created if missing, emptied if `truncate`, every write
+// appended (O_APPEND, close-on-exec); -1 with errno on failure.
+int open_for_append(const char* path, bool truncate);
+// Writes all of it (retrying short writes and EINTR); false on an error.
+bool write_all(int fd, const void* data, std::size_t size);
+void close_file(int fd);
+// The calling process's id.
+int process_id();
 
 // The definition of `name` in the next library after this one in the lookup
 // order (dlsym(RTLD_NEXT)), or nullptr. Takes the dynamic linker's lock:
 // call it at load time (a constructor) or on a path that may wait.
 void* next_symbol(const char* name);
+
+// The file name of the library that holds `address` (dladdr), or nullptr.
+const char* library_of(const void* address);
 
 // Threads (for the background purger, src/arena/purger.cpp).
 

@@ -1,4 +1,5 @@
-// The end of a TENON_DEBUG build whose invariant broke (common/checks.h).
+// Layer 1, platform: the end of a TENON_DEBUG build whose invariant broke
+// (common/checks.h declares it; writing and aborting are the platform's).
 #include "tenon/common/checks.h"
 
 #include "tenon/platform/os.h"
