@@ -237,6 +237,9 @@ def main(argv):
     if "fastpath-instr" in only_extra:
         print("bench: fastpath-instr (callgrind) ...", file=sys.stderr)
         fast = extras.fastpath_instr(build, allocs, smoke)
+        handfused = extras.handfused_instr(build, smoke)
+        if handfused is not None:
+            fast["tenon-handfused"] = handfused
     if "pool" in only_extra:
         print("bench: bulk pool (mass_pool_bench, when built) ...", file=sys.stderr)
         pool_md = extras.pool_bench(build, smoke)

@@ -51,9 +51,8 @@ if(NOT TENON_INSTALL)
 endif()
 
 # Include directories: the build tree's for targets built here, the install
-# tree's for the exported package. Until the engine headers live under
-# include/tenon/, the ones <tenon/layer.hpp> reaches are installed from src/
-# into include/tenon/internal/ (a composition over libtenon.a needs them).
+# tree's for the exported package. Every header a composition needs (the
+# engines' headers too) is under include/tenon/.
 set(_tenon_pc_cflags "")
 function(tenon_map_include_dirs target)
   get_target_property(dirs ${target} INTERFACE_INCLUDE_DIRECTORIES)
@@ -68,10 +67,6 @@ function(tenon_map_include_dirs target)
     elseif(d STREQUAL "${PROJECT_SOURCE_DIR}/include")
       list(APPEND mapped "$<BUILD_INTERFACE:${d}>" "$<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>")
       list(APPEND cflags "-I\${includedir}")
-    elseif(d STREQUAL "${PROJECT_SOURCE_DIR}/src")
-      list(APPEND mapped "$<BUILD_INTERFACE:${d}>" "$<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/tenon/internal>")
-      list(APPEND cflags "-I\${includedir}/tenon/internal")
-      set(TENON_INSTALL_INTERNAL_HEADERS ON PARENT_SCOPE)
     else()
       list(APPEND mapped "$<BUILD_INTERFACE:${d}>")
     endif()
@@ -86,13 +81,6 @@ foreach(_t tenon tenon_static tenon_override)
 endforeach()
 
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/tenon DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-if(TENON_INSTALL_INTERNAL_HEADERS)
-  file(GLOB_RECURSE _tenon_internal RELATIVE ${PROJECT_SOURCE_DIR}/src CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/*.h)
-  foreach(_h IN LISTS _tenon_internal)
-    get_filename_component(_d ${_h} DIRECTORY)
-    install(FILES ${PROJECT_SOURCE_DIR}/src/${_h} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tenon/internal/${_d})
-  endforeach()
-endif()
 
 install(TARGETS tenon tenon_static tenon_override EXPORT tenonTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -51,6 +51,16 @@ def fastpath_instr(build_dir, allocs, smoke, timeout=120):
     return out
 
 
+def handfused_instr(build_dir, smoke, timeout=120):
+    """fastpath-instr of the fast path fused by hand (bench/zero_cost), the
+    yardstick of the composition-cost table; None when not built."""
+    lib = os.path.join(build_dir, "bench", "zero_cost", "libtenon_handfused.so")
+    if not os.path.exists(lib):
+        return None
+    from .allocators import Allocator
+    return fastpath_instr(build_dir, [Allocator("tenon-handfused", lib)], smoke, timeout).get("tenon-handfused")
+
+
 def pool_bench(build_dir, smoke, timeout=120):
     """The bulk-pool helper's Markdown table, verbatim, or None when not built."""
     binary = os.path.join(build_dir, "bench", "pool", "mass_pool_bench")

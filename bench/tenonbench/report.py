@@ -98,6 +98,29 @@ def paired_rows(paired_t, paired_c, unpaired_t, others):
     return header, rows, {"time": gm_t, "cpu": gm_c, "medians": gm_u}
 
 
+# The zero-overhead check of the layer API (docs/layers.md): libtenon.so,
+# the same composition under three pass_through layers, the fast path fused
+# by hand.
+COMPOSITION = [("(a) libtenon.so", "tenon"), ("(b) three pass_through layers over it", "tenon-passthrough3"),
+               ("(c) fast path fused by hand", "tenon-handfused")]
+
+
+def composition_cost(fast, allocs, gm_t, gm_r):
+    """The report's composition-cost section: instructions per pair of (a),
+    (b) and (c), and the suite geomeans of (a) and (b)."""
+    if not fast or "tenon" not in allocs:
+        return []
+    rows = [[name, _f(fast.get(a, {}).get("instr"), "{:.1f}", "n/a"),
+             _f(gm_t.get(a)) if a in allocs else "", _f(gm_r.get(a)) if a in allocs else ""]
+            for name, a in COMPOSITION if a in allocs or a in fast]
+    return ["## Composition cost", "",
+            "The layer API's promise, measured: the default allocator, the same under three "
+            "`tenon::pass_through` layers, and its fast path written out by hand (not run through "
+            "the suite). Instructions per `free(malloc(32))` pair (callgrind, the loop's own included) "
+            "and the suite's geometric means relative to the baseline.", "",
+            md_table(["build", "instr/pair", "geomean time", "geomean peak RSS"], rows), ""]
+
+
 def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, charts, security=None):
     summary = stats.summarize(runs, rows, allocs)
     norm_t = stats.normalise(summary, baseline, "wall_s")
@@ -184,6 +207,8 @@ def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, ch
         md += [f"n/a: {e}" for e in errors] + ([""] if errors else [])
     else:
         md += ["(not run)", ""]
+
+    md += composition_cost(fast, allocs, gm_t, gm_r)
 
     if size_t:
         keys = sorted({k for cells in size_t.values() for k in cells}, key=lambda k: (k[0] != "malloc", k[1]))

@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <new>
 
-#include "platform/os.h"
+#include "tenon/platform/os.h"
 
 namespace tenon {
 
@@ -38,8 +38,9 @@ std::new_handler current_new_handler() noexcept;
 // A nothrow form failed while a new_handler is installed (which may throw):
 // the next definition of `symbol` in line (libstdc++'s) runs the handler
 // loop around the throwing form inside its own try/catch. nullptr if none.
-void* next_nothrow_new(const char* symbol, std::size_t n) noexcept;
-void* next_nothrow_new_aligned(const char* symbol, std::size_t n, std::align_val_t al) noexcept;
+enum class nothrow_form { scalar, array };
+void* next_nothrow_new(nothrow_form form, std::size_t n) noexcept;
+void* next_nothrow_new_aligned(nothrow_form form, std::size_t n, std::align_val_t al) noexcept;
 
 }  // namespace detail
 
@@ -129,13 +130,13 @@ struct standard_api {
   static void* op_new_aligned(std::size_t n, std::align_val_t al) {
     return handler_loop([=] { return new_aligned(n, al); });
   }
-  static void* op_new_nothrow(std::size_t n, const char* next_symbol) noexcept {
+  static void* op_new_nothrow(std::size_t n, detail::nothrow_form form) noexcept {
     if (void* p = L::alloc(n)) return p;
-    return detail::current_new_handler() ? detail::next_nothrow_new(next_symbol, n) : nullptr;
+    return detail::current_new_handler() ? detail::next_nothrow_new(form, n) : nullptr;
   }
-  static void* op_new_aligned_nothrow(std::size_t n, std::align_val_t al, const char* next_symbol) noexcept {
+  static void* op_new_aligned_nothrow(std::size_t n, std::align_val_t al, detail::nothrow_form form) noexcept {
     if (void* p = new_aligned(n, al)) return p;
-    return detail::current_new_handler() ? detail::next_nothrow_new_aligned(next_symbol, n, al) : nullptr;
+    return detail::current_new_handler() ? detail::next_nothrow_new_aligned(form, n, al) : nullptr;
   }
 
  private:
@@ -201,10 +202,10 @@ struct standard_api {
   TENON_EXPORTED void* operator new(std::size_t n) { return ::tenon::standard_api<T>::op_new(n); }              \
   TENON_EXPORTED void* operator new[](std::size_t n) { return ::tenon::standard_api<T>::op_new(n); }            \
   TENON_EXPORTED void* operator new(std::size_t n, const std::nothrow_t&) noexcept {                            \
-    return ::tenon::standard_api<T>::op_new_nothrow(n, "_ZnwmRKSt9nothrow_t");                                  \
+    return ::tenon::standard_api<T>::op_new_nothrow(n, ::tenon::detail::nothrow_form::scalar);                  \
   }                                                                                                             \
   TENON_EXPORTED void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {                          \
-    return ::tenon::standard_api<T>::op_new_nothrow(n, "_ZnamRKSt9nothrow_t");                                  \
+    return ::tenon::standard_api<T>::op_new_nothrow(n, ::tenon::detail::nothrow_form::array);                   \
   }                                                                                                             \
   TENON_EXPORTED void* operator new(std::size_t n, std::align_val_t al) {                                       \
     return ::tenon::standard_api<T>::op_new_aligned(n, al);                                                     \
@@ -213,10 +214,10 @@ struct standard_api {
     return ::tenon::standard_api<T>::op_new_aligned(n, al);                                                     \
   }                                                                                                             \
   TENON_EXPORTED void* operator new(std::size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {       \
-    return ::tenon::standard_api<T>::op_new_aligned_nothrow(n, al, "_ZnwmSt11align_val_tRKSt9nothrow_t");       \
+    return ::tenon::standard_api<T>::op_new_aligned_nothrow(n, al, ::tenon::detail::nothrow_form::scalar);      \
   }                                                                                                             \
   TENON_EXPORTED void* operator new[](std::size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {     \
-    return ::tenon::standard_api<T>::op_new_aligned_nothrow(n, al, "_ZnamSt11align_val_tRKSt9nothrow_t");       \
+    return ::tenon::standard_api<T>::op_new_aligned_nothrow(n, al, ::tenon::detail::nothrow_form::array);       \
   }                                                                                                             \
   TENON_EXPORTED void operator delete(void* p) noexcept { ::tenon::standard_api<T>::free(p); }                  \
   TENON_EXPORTED void operator delete[](void* p) noexcept { ::tenon::standard_api<T>::free(p); }                \

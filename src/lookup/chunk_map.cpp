@@ -1,4 +1,4 @@
-#include "lookup/chunk_map.h"
+#include "tenon/lookup/chunk_map.h"
 
 namespace tenon::lookup {
 

@@ -1,8 +1,8 @@
-#include "lookup/unit_map.h"
+#include "tenon/lookup/unit_map.h"
 
 #include <errno.h>
 
-#include "platform/os.h"
+#include "tenon/platform/os.h"
 
 namespace tenon::lookup {
 

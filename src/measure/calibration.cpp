@@ -3,23 +3,18 @@
 // to well under 0.1% after 20 ms.
 #include "tenon/measure/calibration.hpp"
 
-#include <time.h>
-
 #include <algorithm>
 #include <atomic>
 
 #include "tenon/measure/cycles.hpp"
+#include "tenon/platform/os.h"
 
 namespace tenon::measure {
 
 namespace {
 std::atomic<std::uint64_t> g_start_ns{0}, g_start_ticks{0};
 
-std::uint64_t mono_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return std::uint64_t(ts.tv_sec) * 1000000000u + std::uint64_t(ts.tv_nsec);
-}
+std::uint64_t mono_ns() { return os::monotonic_ns(); }
 
 // Both clocks read as close together as possible: the pair with the
 // shortest clock_gettime of a few tries.

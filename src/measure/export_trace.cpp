@@ -4,7 +4,7 @@
 //   TENON_LATENCY=1 LD_PRELOAD="libtenon-trace.so libjemalloc.so.2" program
 // The trace layer is outermost so that writing a record is not counted in
 // the latency figures.
-#include "measure/text.h"
+#include "text.h"
 #include "tenon/measure/latency.hpp"
 #include "tenon/measure/next_allocator.hpp"
 #include "tenon/measure/trace.hpp"

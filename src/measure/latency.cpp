@@ -11,15 +11,13 @@
 // is in the middle of claiming one (pthread_setspecific may call calloc), or
 // calls after its exit hook ran, records into one shared slot with relaxed
 // fetch_add. Nothing waits for another thread.
-#include <pthread.h>
-#include <stdlib.h>
-#include <unistd.h>
 
 #include <atomic>
 
-#include "measure/text.h"
+#include "text.h"
 #include "tenon/measure/calibration.hpp"
 #include "tenon/measure/latency.hpp"
+#include "tenon/platform/os.h"
 
 namespace tenon::measure {
 
@@ -60,10 +58,10 @@ void on_thread_exit(void* v) {
 long thread_key() {
   long key = g_key.load(std::memory_order_acquire);
   if (key != kNoKey) return key;
-  pthread_key_t k;
-  if (pthread_key_create(&k, on_thread_exit) != 0) return kNoKey;
-  if (g_key.compare_exchange_strong(key, static_cast<long>(k), std::memory_order_acq_rel)) return static_cast<long>(k);
-  pthread_key_delete(k);
+  long k = os::thread_key_create(on_thread_exit);
+  if (k == -1) return kNoKey;
+  if (g_key.compare_exchange_strong(key, k, std::memory_order_acq_rel)) return k;
+  os::thread_key_delete(k);
   return key;
 }
 
@@ -80,7 +78,7 @@ slot* claim() {
     // Without the key the slot stays claimed after this thread exits (its
     // counts are still reported); nothing else goes wrong.
     long key = thread_key();
-    if (key != kNoKey) pthread_setspecific(static_cast<pthread_key_t>(key), &s);
+    if (key != kNoKey) os::thread_key_set(key, &s);
     t_slot = &s;
     t_state = kOwner;
     return &s;
@@ -123,10 +121,10 @@ std::uint32_t parse_interval(const char* s) {
 }
 
 __attribute__((constructor)) void at_load() {
-  if (std::uint32_t n = parse_interval(getenv("TENON_LATENCY_SAMPLE"))) set_sample_interval(n);
-  const char* p = getenv("TENON_LATENCY");
+  if (std::uint32_t n = parse_interval(os::env("TENON_LATENCY_SAMPLE"))) set_sample_interval(n);
+  const char* p = os::env("TENON_LATENCY");
   g_print_at_exit = p && *p && *p != '0';
-  pthread_atfork(nullptr, nullptr, after_fork_child);
+  os::at_fork_child(after_fork_child);
   thread_key();
 }
 

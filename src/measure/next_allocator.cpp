@@ -9,11 +9,10 @@
 // of one does nothing.
 #include "tenon/measure/next_allocator.hpp"
 
-#include <dlfcn.h>
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+
+#include "tenon/platform/os.h"
 
 namespace tenon::measure::next {
 
@@ -107,18 +106,15 @@ std::size_t first_usable_size(void* p) {
 }
 
 [[noreturn]] void no_next(const char* name) {
-  static const char a[] = "tenon next_allocator: dlsym(RTLD_NEXT, \"";
-  static const char b[] = "\") found nothing: no allocator after this library\n";
-  ssize_t r = write(2, a, sizeof a - 1);
-  r = write(2, name, strlen(name));
-  r = write(2, b, sizeof b - 1);
-  (void)r;
-  abort();
+  os::write_error("tenon next_allocator: dlsym(RTLD_NEXT, \"");
+  os::write_error(name);
+  os::write_error("\") found nothing: no allocator after this library\n");
+  os::abort_process();
 }
 
 template <class Fn>
 Fn lookup(const char* name, bool required) {
-  void* f = dlsym(RTLD_NEXT, name);
+  void* f = os::next_symbol(name);
   if (!f && required) no_next(name);
   return reinterpret_cast<Fn>(f);
 }
@@ -172,10 +168,8 @@ void* fail_enomem() noexcept {
 }
 
 const char* next_library() noexcept {
-  Dl_info info;
-  void* f = reinterpret_cast<void*>(g_table.malloc.load(std::memory_order_relaxed));
-  if (f && dladdr(f, &info) && info.dli_fname) return info.dli_fname;
-  return "?";
+  const char* name = os::library_of(reinterpret_cast<void*>(g_table.malloc.load(std::memory_order_relaxed)));
+  return name ? name : "?";
 }
 
 std::size_t bootstrap_used() noexcept { return g_bootstrap_top.load(std::memory_order_relaxed); }

@@ -2,10 +2,10 @@
 // fixed buffer on the stack, written with write(2). No stdio (its buffers
 // allocate), no locale, nothing that allocates.
 #pragma once
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
+
+#include "tenon/platform/os.h"
 
 namespace tenon::measure::text {
 
@@ -57,12 +57,7 @@ struct line {
   }
   void write_to(int fd) {
     ch('\n');
-    std::size_t off = 0;
-    while (off < len) {
-      ssize_t w = ::write(fd, buf + off, len - off);
-      if (w <= 0) return;
-      off += static_cast<std::size_t>(w);
-    }
+    os::write_all(fd, buf, len);
   }
 };
 

@@ -9,15 +9,12 @@
 // process's trace was closed at exit) writes each record as a chunk of its
 // own at once. Nothing here allocates or waits for another thread.
 #include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "measure/text.h"
+#include "text.h"
 #include "tenon/measure/calibration.hpp"
 #include "tenon/measure/trace.hpp"
+#include "tenon/platform/os.h"
 
 namespace tenon::measure {
 
@@ -65,18 +62,6 @@ std::uint32_t thread_number() {
   return t_thread;
 }
 
-bool write_all(int fd, const void* data, std::size_t n) {
-  auto* p = static_cast<const char*>(data);
-  while (n) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return true;
-}
-
 void stop(const char* why) {
   g_tracing.store(false, std::memory_order_relaxed);
   text::line l;
@@ -90,11 +75,11 @@ void stop(const char* why) {
 void emit(const void* chunk, std::size_t n) {
   int fd = g_fd.load(std::memory_order_relaxed);
   if (fd < 0) return;
-  if (getpid() != g_pid) {
+  if (os::process_id() != g_pid) {
     g_tracing.store(false, std::memory_order_relaxed);
     return;
   }
-  if (!write_all(fd, chunk, n)) stop("write failed");
+  if (!os::write_all(fd, chunk, n)) stop("write failed");
 }
 
 void flush(slot& s) {
@@ -119,15 +104,15 @@ void on_thread_exit(void* v) {
 long thread_key() {
   long key = g_key.load(std::memory_order_acquire);
   if (key != kNoKey) return key;
-  pthread_key_t k;
-  if (pthread_key_create(&k, on_thread_exit) != 0) return kNoKey;
-  if (g_key.compare_exchange_strong(key, static_cast<long>(k), std::memory_order_acq_rel)) return static_cast<long>(k);
-  pthread_key_delete(k);
+  long k = os::thread_key_create(on_thread_exit);
+  if (k == -1) return kNoKey;
+  if (g_key.compare_exchange_strong(key, k, std::memory_order_acq_rel)) return k;
+  os::thread_key_delete(k);
   return key;
 }
 
 slot* claim() {
-  t_state = kClaiming;  // pthread_setspecific may call calloc: that record is written at once
+  t_state = kClaiming;  // setting the key's value may call calloc: that record is written at once
   long key = thread_key();
   if (key == kNoKey) {  // no way to write the buffer at thread exit
     t_state = kDirect;
@@ -141,7 +126,7 @@ slot* claim() {
         !s.owned.compare_exchange_strong(free_mark, 1, std::memory_order_acquire, std::memory_order_relaxed))
       continue;
     g_hint.store((start + i + 1) % kSlots, std::memory_order_relaxed);
-    if (pthread_setspecific(static_cast<pthread_key_t>(key), &s) != 0) {
+    if (!os::thread_key_set(key, &s)) {
       s.owned.store(0, std::memory_order_release);
       break;
     }
@@ -159,7 +144,7 @@ void write_header(int fd) {
   h.version = tf::kVersion;
   h.pid = static_cast<std::uint32_t>(g_pid);
   h.t0_ticks = g_t0;
-  if (!write_all(fd, &h, sizeof h)) stop("write failed");
+  if (!os::write_all(fd, &h, sizeof h)) stop("write failed");
 }
 
 // g_template with every %p replaced by the process id.
@@ -179,9 +164,9 @@ void expand_path() {
 }
 
 bool open_file() {
-  g_pid = getpid();
+  g_pid = os::process_id();
   expand_path();
-  int fd = ::open(g_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  int fd = os::open_for_append(g_path, true);
   if (fd < 0) {
     text::line l;
     l.str("tenon trace: cannot open ").str(g_path).str(" (errno ").u64(static_cast<std::uint64_t>(errno)).str(")");
@@ -206,7 +191,7 @@ void after_fork_child() {
   }
   int fd = g_fd.load(std::memory_order_relaxed);
   if (fd < 0) return;
-  ::close(fd);
+  os::close_file(fd);
   g_fd.store(-1, std::memory_order_relaxed);
   if (!g_tracing.load(std::memory_order_relaxed) || !g_per_process || !open_file())
     g_tracing.store(false, std::memory_order_relaxed);
@@ -222,8 +207,8 @@ void write_direct(const tf::record& r) {
 }
 
 __attribute__((constructor)) void at_load() {
-  pthread_atfork(nullptr, nullptr, after_fork_child);
-  const char* path = getenv("TENON_TRACE");
+  os::at_fork_child(after_fork_child);
+  const char* path = os::env("TENON_TRACE");
   if (path && *path) trace_open(path);
 }
 
@@ -306,7 +291,7 @@ void trace_close() noexcept {
   finish();
   g_tracing.store(false, std::memory_order_relaxed);
   g_fd.store(-1, std::memory_order_relaxed);
-  ::close(fd);
+  os::close_file(fd);
 }
 
 }  // namespace tenon::measure

@@ -1,10 +1,15 @@
-// Layer 1 for Linux: mmap, munmap, madvise, mremap.
-#include "platform/os.h"
+// Layer 1 for Linux: mmap, munmap, madvise, mremap, and the C library calls
+// the layers above need (clock, environment, stderr, thread key, dlsym).
+#include "tenon/platform/os.h"
 
-#include "common/inject.h"
+#include "tenon/common/inject.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 #include <signal.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
@@ -22,6 +27,20 @@ namespace tenon::os {
 
 namespace {
 std::atomic<std::size_t> g_page_size{0};
+
+// The memory source, if one was installed, and whether any memory was
+// reserved yet (after which no source may be installed). Written once:
+// installs race by CAS on g_source_state.
+enum : int { kNoSourceYet, kInstalling, kSourceSet, kReserved };
+std::atomic<int> g_source_state{kNoSourceYet};
+memory_source g_source;
+
+bool has_source() { return g_source_state.load(std::memory_order_acquire) == kSourceSet; }
+
+void note_reserved() {
+  int state = g_source_state.load(std::memory_order_relaxed);
+  if (state == kNoSourceYet) g_source_state.compare_exchange_strong(state, kReserved, std::memory_order_relaxed);
+}
 
 void* map_anon(std::size_t size) {
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE,
@@ -81,8 +100,23 @@ void* reserve_at_aligned_hint(std::size_t size, std::size_t align) {
 }
 }  // namespace
 
+bool set_memory_source(const memory_source& source) {
+  int state = kNoSourceYet;
+  if (!source.reserve || !g_source_state.compare_exchange_strong(state, kInstalling, std::memory_order_relaxed))
+    return false;
+  g_source = source;
+  g_source_state.store(kSourceSet, std::memory_order_release);
+  return true;
+}
+
 void* reserve(std::size_t size, std::size_t align) {
   TENON_INJECT_POINT("os.reserve");
+  if (has_source()) {
+    void* p = g_source.reserve(size, align < page_size() ? page_size() : align, g_source.context);
+    if (!p) errno = ENOMEM;
+    return p;
+  }
+  note_reserved();
   if (align <= page_size()) return map_anon(size);
   // A whole number of alignment units (a chunk) is tried at its exact size
   // first: the kernel hands out ranges top-down, right below the last one,
@@ -100,7 +134,11 @@ void* reserve(std::size_t size, std::size_t align) {
 
 void release(void* p, std::size_t size) {
   int saved = errno;
-  munmap(p, size);
+  if (has_source()) {
+    if (g_source.release) g_source.release(p, size, g_source.context);
+  } else {
+    munmap(p, size);
+  }
   errno = saved;
 }
 
@@ -118,6 +156,7 @@ bool resize_in_place(void* p, std::size_t old_size, std::size_t new_size) {
   (void)p; (void)old_size; (void)new_size;
   return false;
 #endif
+  if (has_source()) return false;
   int saved = errno;
   void* r = mremap(p, old_size, new_size, 0);
   errno = saved;
@@ -129,6 +168,7 @@ bool move_to(void* p, std::size_t old_size, std::size_t new_size, void* dest) {
   (void)p; (void)old_size; (void)new_size; (void)dest;  // see resize_in_place
   return false;
 #endif
+  if (has_source()) return false;
   int saved = errno;
   void* r = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, dest);
   errno = saved;
@@ -171,9 +211,73 @@ void advise_huge(void* p, std::size_t size) {
 #endif
 }
 
+std::uint32_t now_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<std::uint32_t>(ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+}
+
+std::uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+const char* env(const char* name) { return getenv(name); }
+
+bool at_fork_child(void (*fn)()) { return pthread_atfork(nullptr, nullptr, fn) == 0; }
+
+int open_for_append(const char* path, bool truncate) {
+  return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0644);
+}
+
+bool write_all(int fd, const void* data, std::size_t size) {
+  auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+void close_file(int fd) { close(fd); }
+
+int process_id() { return getpid(); }
+
+void write_error(const char* text, std::size_t length) {
+  int saved = errno;
+  write_all(2, text, length);
+  errno = saved;
+}
+
+void write_error(const char* text) { write_error(text, strlen(text)); }
+
+void abort_process() { abort(); }
+
+long thread_key_create(void (*destructor)(void*)) {
+  pthread_key_t key;
+  if (pthread_key_create(&key, destructor) != 0) return -1;
+  return static_cast<long>(key);
+}
+
+void thread_key_delete(long key) { pthread_key_delete(static_cast<pthread_key_t>(key)); }
+
+bool thread_key_set(long key, void* value) { return pthread_setspecific(static_cast<pthread_key_t>(key), value) == 0; }
+
+void* next_symbol(const char* name) { return dlsym(RTLD_NEXT, name); }
+
+const char* library_of(const void* address) {
+  Dl_info info;
+  if (address && dladdr(address, &info) && info.dli_fname) return info.dli_fname;
+  return nullptr;
+}
+
 bool single_threaded() { return &__libc_single_threaded != nullptr && __libc_single_threaded != 0; }
 
-bool start_thread(void* (*fn)(void*)) {
+bool start_thread(void* (*fn)(void*), void* arg) {
   int saved = errno;
   pthread_attr_t attr;
   if (pthread_attr_init(&attr) != 0) return false;
@@ -188,7 +292,7 @@ bool start_thread(void* (*fn)(void*)) {
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   pthread_t tid;
-  bool ok = pthread_create(&tid, &attr, fn, nullptr) == 0;
+  bool ok = pthread_create(&tid, &attr, fn, arg) == 0;
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   pthread_attr_destroy(&attr);
   errno = saved;

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "platform/os.h"
+#include "tenon/platform/os.h"
 #include "tenon/mass_pool.h"
 
 namespace {

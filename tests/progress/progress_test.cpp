@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "tenon/common/inject.h"
 #include "tenon/tenon.h"
 
 namespace {

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "lookup/chunk_map.h"
+#include "tenon/lookup/chunk_map.h"
 #include "tenon/tenon.h"
 
 namespace {

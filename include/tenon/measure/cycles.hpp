@@ -7,7 +7,8 @@
 // (tenon::measure::ticks_per_ns in src/measure/calibration.cpp).
 #pragma once
 #include <cstdint>
-#include <ctime>
+
+#include "tenon/platform/os.h"
 
 namespace tenon::measure {
 
@@ -24,9 +25,7 @@ inline std::uint64_t ticks_begin() noexcept {
   asm volatile("isb\n\tmrs %0, cntvct_el0" : "=r"(v)::"memory");
   return v;
 #else
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return std::uint64_t(ts.tv_sec) * 1000000000u + std::uint64_t(ts.tv_nsec);
+  return ::tenon::os::monotonic_ns();
 #endif
 }
 

@@ -17,8 +17,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "measure/replay/plan.h"
-#include "measure/replay/run.h"
+#include "plan.h"
+#include "run.h"
 #include "tenon/measure/calibration.hpp"
 #include "tenon/measure/trace_format.hpp"
 

@@ -9,7 +9,7 @@
 // again only after a free of it began). Calls on one address in the same
 // tick alternate, in each thread's own order, a free first while the address
 // is handed out.
-#include "measure/replay/plan.h"
+#include "plan.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

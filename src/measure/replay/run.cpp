@@ -1,5 +1,5 @@
 // The timed replay (see run.h).
-#include "measure/replay/run.h"
+#include "run.h"
 
 #include <pthread.h>
 #include <sched.h>

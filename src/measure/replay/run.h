@@ -5,7 +5,7 @@
 #pragma once
 #include <cstdint>
 
-#include "measure/replay/plan.h"
+#include "plan.h"
 #include "tenon/measure/histogram.hpp"
 
 namespace tenon::replay {
