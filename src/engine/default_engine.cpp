@@ -20,8 +20,7 @@ __attribute__((destructor)) void print_stats_at_exit() {
 // program linking libtenon.a may still set in main before its first
 // allocation.
 __attribute__((constructor)) void start_purger_at_load() {
-  const char* v = os::env("TENON_BACKGROUND_PURGE");
-  if (v && v[0] == '2' && v[1] == '\0') g_default_engine.chunks.start_purger();
+  if (read_options().background_purge == purge_thread::at_load) g_default_engine.chunks.start_purger();
 }
 
 }  // namespace

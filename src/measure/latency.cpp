@@ -17,6 +17,7 @@
 #include "text.h"
 #include "tenon/measure/calibration.hpp"
 #include "tenon/measure/latency.hpp"
+#include "tenon/platform/options.h"
 #include "tenon/platform/os.h"
 
 namespace tenon::measure {
@@ -109,21 +110,10 @@ void after_fork_child() {
     if (&s != t_slot) s.owned.store(0, std::memory_order_relaxed);
 }
 
-std::uint32_t parse_interval(const char* s) {
-  if (!s || !*s) return 0;
-  std::uint64_t v = 0;
-  for (; *s; ++s) {
-    if (*s < '0' || *s > '9') return 0;
-    v = v * 10 + std::uint64_t(*s - '0');
-    if (v > 0x3FFFFFFFu) return 0;
-  }
-  return static_cast<std::uint32_t>(v);
-}
-
 __attribute__((constructor)) void at_load() {
-  if (std::uint32_t n = parse_interval(os::env("TENON_LATENCY_SAMPLE"))) set_sample_interval(n);
-  const char* p = os::env("TENON_LATENCY");
-  g_print_at_exit = p && *p && *p != '0';
+  options_t o = read_options();
+  set_sample_interval(o.latency_sample);
+  g_print_at_exit = o.latency;
   os::at_fork_child(after_fork_child);
   thread_key();
 }

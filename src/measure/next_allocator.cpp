@@ -106,7 +106,7 @@ std::size_t first_usable_size(void* p) {
 }
 
 [[noreturn]] void no_next(const char* name) {
-  os::write_error("tenon next_allocator: dlsym(RTLD_NEXT, \"");
+  os::write_error("tenon: next_allocator: dlsym(RTLD_NEXT, \"");
   os::write_error(name);
   os::write_error("\") found nothing: no allocator after this library\n");
   os::abort_process();

@@ -14,6 +14,7 @@
 #include "text.h"
 #include "tenon/measure/calibration.hpp"
 #include "tenon/measure/trace.hpp"
+#include "tenon/platform/options.h"
 #include "tenon/platform/os.h"
 
 namespace tenon::measure {
@@ -208,8 +209,7 @@ void write_direct(const tf::record& r) {
 
 __attribute__((constructor)) void at_load() {
   os::at_fork_child(after_fork_child);
-  const char* path = os::env("TENON_TRACE");
-  if (path && *path) trace_open(path);
+  if (const char* path = read_options().trace) trace_open(path);
 }
 
 __attribute__((destructor)) void at_unload() { trace_finish_at_exit(); }

@@ -225,6 +225,8 @@ std::uint64_t monotonic_ns() {
 
 const char* env(const char* name) { return getenv(name); }
 
+const char* const* environment() { return environ; }
+
 bool at_fork_child(void (*fn)()) { return pthread_atfork(nullptr, nullptr, fn) == 0; }
 
 int open_for_append(const char* path, bool truncate) {

@@ -7,7 +7,7 @@
  * statistics) and RSS must stay where they started.
  *
  * usage: late_free_threads [THREADS]   (default 3000; the issue's soak is 70000,
- * or set TENON_LATE_FREE_THREADS) */
+ * or set TENON_TEST_LATE_FREE_THREADS) */
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -101,7 +101,7 @@ static int run_threads(long n) {
 
 int main(int argc, char** argv) {
   long threads = 3000;
-  if (getenv("TENON_LATE_FREE_THREADS")) threads = atol(getenv("TENON_LATE_FREE_THREADS"));
+  if (getenv("TENON_TEST_LATE_FREE_THREADS")) threads = atol(getenv("TENON_TEST_LATE_FREE_THREADS"));
   if (argc > 1) threads = atol(argv[1]);
   free(malloc(1));  /* tenon's key first, so that late_destructor runs after its hook */
   pthread_key_create(&g_late_key, late_destructor);

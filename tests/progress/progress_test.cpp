@@ -40,7 +40,7 @@ std::atomic<bool> g_parked{false};
 std::atomic<bool> g_victim_done{false};
 thread_local bool t_victim = false;
 
-// TENON_PROGRESS_TRACE=1 prints every point the victim passes (with
+// TENON_TEST_PROGRESS_TRACE=1 prints every point the victim passes (with
 // --point=none nothing parks): the way to see what the scenario reaches.
 bool g_trace = false;
 
@@ -207,9 +207,9 @@ void worker(int id) {
 // Runs in the child. Returns the exit code described at the top.
 int run_child() {
   using clock = std::chrono::steady_clock;
-  const char* env = std::getenv("TENON_PROGRESS_DEADLINE_S");
+  const char* env = std::getenv("TENON_TEST_PROGRESS_DEADLINE_S");
   const auto limit = std::chrono::seconds(env ? std::atoi(env) : 60);
-  g_trace = std::getenv("TENON_PROGRESS_TRACE") != nullptr;
+  g_trace = std::getenv("TENON_TEST_PROGRESS_TRACE") != nullptr;
   tenon_inject_set_hook(park_hook);
   if (g_point.rfind("purger.", 0) == 0) {
     // Start the background purger: a huge block kept for reuse while this

@@ -1,6 +1,15 @@
-// Layer 1, platform: run-time options, read once from the process
-// environment (see docs/options.md for every one). Lock-free: the first caller to claim the parse publishes it;
-// anyone racing with it parses the environment itself instead of waiting.
+// Layer 1, platform: run-time options, read from the process environment
+// (docs/options.md has every one). One parser for every TENON_* variable:
+// the allocator and the measurement layers take their settings from here.
+//
+// When the library loads, the environment is checked once: a bad value or
+// an unknown TENON_* name gives one "tenon: ..." warning line on stderr, and
+// TENON_VERBOSE=1 prints every setting with where it came from. The
+// allocator's own settings are then published at first use (options()), not
+// at load, so a program linking libtenon.a may still set them in main before
+// its first allocation. Lock-free: the first caller to claim the parse
+// publishes it; anyone racing with it parses the environment itself instead
+// of waiting. Nothing here allocates.
 #pragma once
 #include <cstdint>
 
@@ -14,11 +23,28 @@ enum class purge_thread : std::uint8_t {
 };
 
 struct options_t {
-  std::uint32_t purge_delay_ms = 500;                 // TENON_PURGE_DELAY_MS
+  std::uint32_t purge_delay_ms = 500;                  // TENON_PURGE_DELAY_MS
   purge_thread background_purge = purge_thread::lazy;  // TENON_BACKGROUND_PURGE=0|1|2
-  bool stats = false;                                 // TENON_STATS=1
+  bool stats = false;                                  // TENON_STATS
+  bool verbose = false;                                // TENON_VERBOSE
+  bool latency = false;                                // TENON_LATENCY (measurement layers)
+  std::uint32_t latency_sample = 8;                    // TENON_LATENCY_SAMPLE (measurement layers)
+  const char* trace = nullptr;                         // TENON_TRACE: a file name, or nullptr
 };
 
+// Largest TENON_PURGE_DELAY_MS accepted (one day): the purge clock compares
+// millisecond differences that wrap after 49 days.
+inline constexpr std::uint32_t kMaxPurgeDelayMs = 86'400'000;
+// Largest TENON_LATENCY_SAMPLE accepted (the sampler's random gaps are drawn
+// below twice this).
+inline constexpr std::uint32_t kMaxLatencySample = 0x3FFFFFFF;
+
+// The settings, parsed and published at the first call.
 options_t options();
+
+// The environment's settings now, parsed quietly without publishing: for
+// what is decided when a library loads (the purger at load, the measurement
+// layers). trace points into the environment.
+options_t read_options();
 
 }  // namespace tenon

@@ -74,6 +74,11 @@ std::uint64_t monotonic_ns();
 // allocates nor locks).
 const char* env(const char* name);
 
+// The process environment itself ("NAME=value" strings, a null pointer
+// last: environ), for the options check that looks for names it does not
+// know. Read it while no other thread calls setenv (at load).
+const char* const* environment();
+
 // Writes to stderr with write(2): no buffering, no allocation; errno kept.
 void write_error(const char* text, std::size_t length);
 void write_error(const char* text);
