@@ -540,7 +540,9 @@ class pool_core {
   lane lanes_[kLanes];
 };
 
+// Without exceptions: "tenon: <what>" on stderr, then abort.
 [[noreturn]] inline void pool_fatal(const char* what) noexcept {
+  std::fputs("tenon: ", stderr);
   std::fputs(what, stderr);
   std::fputc('\n', stderr);
   std::abort();
@@ -810,10 +812,10 @@ class mass_pool {
       throw std::length_error("tenon::mass_pool: more than 2^32-1 elements (or the test limit)");
     throw std::bad_alloc();
 #else
-    detail::pool_fatal(status == kInvalid ? "tenon::mass_pool: block_shift above 24"
+    detail::pool_fatal(status == kInvalid ? "mass_pool: block_shift above 24"
                        : status == detail::pool_core::full
-                           ? "tenon::mass_pool: more than 2^32-1 elements (or the test limit)"
-                           : "tenon::mass_pool: out of memory");
+                           ? "mass_pool: more than 2^32-1 elements (or the test limit)"
+                           : "mass_pool: out of memory");
 #endif
   }
 

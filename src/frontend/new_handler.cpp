@@ -15,6 +15,7 @@
 
 #include "tenon/layer.hpp"
 #include "tenon/platform/os.h"
+#include "tenon/platform/report.h"
 
 // Weak, asm-named views of std::get_new_handler and std::__throw_bad_alloc.
 extern "C" {
@@ -61,8 +62,7 @@ std::new_handler current_new_handler() noexcept {
 
 void throw_bad_alloc() {
   if (tenon_weak_throw_bad_alloc) tenon_weak_throw_bad_alloc();
-  os::write_error("tenon: operator new failed and libstdc++ is not loaded to throw std::bad_alloc\n");
-  os::abort_process();
+  fatal_error("operator new failed and libstdc++ is not loaded to throw std::bad_alloc");
 }
 
 void* next_nothrow_new(nothrow_form form, std::size_t n) noexcept {
