@@ -12,7 +12,7 @@ include(CMakePackageConfigHelpers)
 # has them: installed, and offered by tenon-run --variant NAME. A new
 # variant is one more name here. libtenon-locked.so and the zero-cost
 # yardsticks are benchmark instruments and stay out.
-set(TENON_USER_VARIANTS secure latency trace)
+set(TENON_USER_VARIANTS secure latency trace valgrind)
 
 add_library(tenon::tenon ALIAS tenon)
 add_library(tenon::static ALIAS tenon_static)
@@ -120,6 +120,11 @@ install(FILES ${PROJECT_BINARY_DIR}/tenon.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}
 file(RELATIVE_PATH _tenon_bin_to_lib ${CMAKE_INSTALL_FULL_BINDIR} ${CMAKE_INSTALL_FULL_LIBDIR})
 tenon_generate_run(${PROJECT_BINARY_DIR}/install/tenon-run "${_tenon_bin_to_lib}")
 install(PROGRAMS ${PROJECT_BINARY_DIR}/install/tenon-run DESTINATION ${CMAKE_INSTALL_BINDIR})
+
+# libtenon-valgrind.so's suppressions for valgrind (docs/install.md).
+if(TARGET tenon-valgrind)
+  install(FILES ${PROJECT_SOURCE_DIR}/tools/tenon-valgrind.supp DESTINATION ${CMAKE_INSTALL_DATADIR}/tenon)
+endif()
 
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/CHANGELOG.md
   DESTINATION ${CMAKE_INSTALL_DOCDIR})
