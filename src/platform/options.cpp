@@ -42,10 +42,17 @@ struct parser {
   }
 
   // TENON_VERBOSE's line for one setting: "  NAME=value (default)".
-  void show(message_line& setting, bool from_environment) {
+  void show(const char* name, const char* shown_value, bool from_environment) {
     if (!verbose) return;
-    setting.text(from_environment ? " (environment)" : " (default)");
-    setting.write();
+    message_line line;
+    line.text("  ").text(name).text("=").text(shown_value).text(from_environment ? " (environment)" : " (default)");
+    line.write();
+  }
+  void show(const char* name, std::uint32_t shown_value, bool from_environment) {
+    if (!verbose) return;
+    message_line line;
+    line.text("  ").text(name).text("=").number(shown_value).text(from_environment ? " (environment)" : " (default)");
+    line.write();
   }
 
   // A decimal number from min to max (no sign, no spaces, no suffix).
@@ -65,9 +72,7 @@ struct parser {
       line.write();
     }
     std::uint32_t result = good ? static_cast<std::uint32_t>(n) : fallback;
-    message_line shown;
-    shown.text("  ").text(name).text("=").number(result);
-    show(shown, good);
+    show(name, result, good);
     return result;
   }
 
@@ -88,18 +93,14 @@ struct parser {
       }
     }
     bool result = said < 0 ? fallback : said == 1;
-    message_line shown;
-    shown.text("  ").text(name).text("=").text(result ? "1" : "0");
-    show(shown, said >= 0);
+    show(name, result ? "1" : "0", said >= 0);
     return result;
   }
 
   // Any text (a file name); unset or empty means none.
   const char* text(const char* name) {
     const char* v = value(name);
-    message_line shown;
-    shown.text("  ").text(name).text("=").text(v ? v : "");
-    show(shown, v != nullptr);
+    show(name, v ? v : "", v != nullptr);
     return v;
   }
 
