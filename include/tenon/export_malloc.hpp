@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <bit>
@@ -18,6 +19,7 @@
 #include <new>
 
 #include "tenon/platform/os.h"
+#include "tenon/tenon.h"
 
 namespace tenon {
 
@@ -41,6 +43,13 @@ std::new_handler current_new_handler() noexcept;
 enum class nothrow_form { scalar, array };
 void* next_nothrow_new(nothrow_form form, std::size_t n) noexcept;
 void* next_nothrow_new_aligned(nothrow_form form, std::size_t n, std::align_val_t al) noexcept;
+
+// glibc's reporting calls from a layer's statistics (src/frontend/glibc_stats.cpp);
+// `s` is nullptr when the layer has none. None of them allocates.
+struct mallinfo2 to_mallinfo2(const tenon_stats* s) noexcept;
+struct mallinfo to_mallinfo(const tenon_stats* s) noexcept;
+void print_malloc_stats(const tenon_stats* s) noexcept;
+int write_malloc_info(const tenon_stats* s, int options, FILE* fp) noexcept;
 
 }  // namespace detail
 
@@ -121,6 +130,24 @@ struct standard_api {
   static std::size_t malloc_usable_size(const void* p) noexcept { return L::usable_size(p); }
   static int malloc_trim(std::size_t pad) noexcept { return ops::trim(pad); }
 
+  // glibc's reporting calls, answered from the layer's stats hook.
+  static struct mallinfo2 mallinfo2() noexcept {
+    tenon_stats s;
+    return detail::to_mallinfo2(read_stats(s));
+  }
+  static struct mallinfo mallinfo() noexcept {
+    tenon_stats s;
+    return detail::to_mallinfo(read_stats(s));
+  }
+  static void malloc_stats() noexcept {
+    tenon_stats s;
+    detail::print_malloc_stats(read_stats(s));
+  }
+  static int malloc_info(int options, FILE* fp) noexcept {
+    tenon_stats s;
+    return detail::write_malloc_info(read_stats(s), options, fp);
+  }
+
   // operator new: on failure call the new_handler and retry while one is
   // installed; with none, throw std::bad_alloc.
   static void* op_new(std::size_t n) {
@@ -143,6 +170,11 @@ struct standard_api {
   static void* enomem() noexcept {
     errno = ENOMEM;
     return nullptr;
+  }
+  // &s filled by the layer, or nullptr when it keeps no statistics.
+  static const tenon_stats* read_stats(tenon_stats& s) noexcept {
+    s.version = TENON_STATS_VERSION;
+    return ops::stats(&s) == 0 ? &s : nullptr;
   }
   // align is a power of two. Sizes past PTRDIFF_MAX are refused here, so
   // that no layer has to round one up to its alignment and wrap.
@@ -169,7 +201,8 @@ struct standard_api {
 
 #define TENON_EXPORTED __attribute__((visibility("default")))
 
-// Every standard allocation name from the composition T (C names, then all
+// Every standard allocation name from the composition T (C names, glibc's
+// mallinfo2/mallinfo/malloc_stats/malloc_info from its stats hook, then all
 // twenty replaceable operator new/delete forms). Use once per shared library,
 // at namespace scope.
 #define TENON_EXPORT_MALLOC(T)                                                                                  \
@@ -198,6 +231,12 @@ struct standard_api {
     return ::tenon::standard_api<T>::malloc_usable_size(p);                                                     \
   }                                                                                                             \
   TENON_EXPORTED int malloc_trim(size_t pad) noexcept { return ::tenon::standard_api<T>::malloc_trim(pad); }    \
+  TENON_EXPORTED struct mallinfo2 mallinfo2(void) noexcept { return ::tenon::standard_api<T>::mallinfo2(); }    \
+  TENON_EXPORTED struct mallinfo mallinfo(void) noexcept { return ::tenon::standard_api<T>::mallinfo(); }       \
+  TENON_EXPORTED void malloc_stats(void) noexcept { ::tenon::standard_api<T>::malloc_stats(); }                 \
+  TENON_EXPORTED int malloc_info(int options, FILE* fp) noexcept {                                              \
+    return ::tenon::standard_api<T>::malloc_info(options, fp);                                                  \
+  }                                                                                                             \
   }                                                                                                             \
   TENON_EXPORTED void* operator new(std::size_t n) { return ::tenon::standard_api<T>::op_new(n); }              \
   TENON_EXPORTED void* operator new[](std::size_t n) { return ::tenon::standard_api<T>::op_new(n); }            \
