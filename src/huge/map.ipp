@@ -60,7 +60,7 @@ void* huge_maps<C>::alloc(std::size_t n, std::size_t align, bool* zeroed) {
     if (huge_header* h = cache_take(usable)) {
       if (void* p = reshape(h, usable)) {
         count(stat_huge_cache_hits);
-        note_given(h->usable);
+        note_given(usable);  // not h->usable: h may have moved
         *zeroed = false;
         return p;
       }
@@ -181,10 +181,10 @@ void* huge_maps<C>::reshape(huge_header* h, std::size_t n) {
       platform::release(dest, map_size);
       return nullptr;
     }
+    h = static_cast<huge_header*>(dest);  // the old header moved with the pages
     count(stat_huge_remaps);
     count(stat_huge_bytes_unmapped, h->map_size);
     count(stat_huge_bytes_mapped, map_size);
-    h = static_cast<huge_header*>(dest);
     h->user = static_cast<char*>(dest) + page;
     h->map_size = map_size;
     huge_detail::publish(h);

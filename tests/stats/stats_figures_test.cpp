@@ -112,6 +112,31 @@ TEST(StatsFigures, KnownLiveBytesPerRange) {
   EXPECT_GE(after.mapped, after.in_use + after.retained);
 }
 
+// A huge block grown (in place or moved with mremap) and shrunk: the bytes in
+// use follow its usable size, and come back to the baseline when it is freed.
+TEST(StatsFigures, HugeReallocMovesTheBytesInUse) {
+  const tenon_stats before = read_stats();
+  void* keep_neighbour = tenon_malloc(5u << 20);  // often forces the growth to move
+  void* p = tenon_malloc(3u << 20);
+  ASSERT_NE(p, nullptr);
+  for (std::size_t n : {std::size_t{40} << 20, std::size_t{9} << 20, std::size_t{64} << 20, std::size_t{3} << 20}) {
+    p = tenon_realloc(p, n);
+    ASSERT_NE(p, nullptr);
+    const tenon_stats now = read_stats();
+    EXPECT_EQ(now.huge_in_use - before.huge_in_use,
+              tenon_malloc_usable_size(p) + tenon_malloc_usable_size(keep_neighbour))
+        << "after realloc to " << n;
+    EXPECT_EQ(now.huge_blocks - before.huge_blocks, 2u);
+    EXPECT_GE(now.mapped, now.in_use);
+  }
+  tenon_free(p);
+  tenon_free(keep_neighbour);
+  const tenon_stats after = read_stats();
+  EXPECT_EQ(after.huge_in_use, before.huge_in_use);
+  EXPECT_EQ(after.huge_blocks, before.huge_blocks);
+  EXPECT_GE(after.peak_in_use, (std::size_t{64} << 20) + (std::size_t{5} << 20));
+}
+
 // The program: 200 x 1 MiB and 20 x 8 MiB, once on a thread that has
 // no heap (it never makes a small allocation) and once on this one. Every
 // one is counted, whichever thread made it.
