@@ -44,12 +44,20 @@ enum class nothrow_form { scalar, array };
 void* next_nothrow_new(nothrow_form form, std::size_t n) noexcept;
 void* next_nothrow_new_aligned(nothrow_form form, std::size_t n, std::align_val_t al) noexcept;
 
-// glibc's reporting calls from a layer's statistics (src/frontend/glibc_stats.cpp);
-// `s` is nullptr when the layer has none. None of them allocates.
-struct mallinfo2 to_mallinfo2(const tenon_stats* s) noexcept;
-struct mallinfo to_mallinfo(const tenon_stats* s) noexcept;
-void print_malloc_stats(const tenon_stats* s) noexcept;
-int write_malloc_info(const tenon_stats* s, int options, FILE* fp) noexcept;
+// glibc's reporting calls from a layer's statistics (src/frontend/glibc_stats.cpp).
+// None of them allocates.
+struct mallinfo2 to_mallinfo2(const tenon_stats& s) noexcept;
+struct mallinfo to_mallinfo(const tenon_stats& s) noexcept;
+void print_malloc_stats(const tenon_stats& s) noexcept;
+int write_malloc_info(const tenon_stats& s, int options, FILE* fp) noexcept;
+// A layer without statistics (a wrapper over another library's allocator):
+// the same calls of the next library in line (glibc's, or the allocator
+// behind the wrapper), found with dlsym(RTLD_NEXT); zeros, or nothing
+// printed, if there is none.
+struct mallinfo2 next_mallinfo2() noexcept;
+struct mallinfo next_mallinfo() noexcept;
+void next_malloc_stats() noexcept;
+int next_malloc_info(int options, FILE* fp) noexcept;
 
 }  // namespace detail
 
@@ -130,22 +138,24 @@ struct standard_api {
   static std::size_t malloc_usable_size(const void* p) noexcept { return L::usable_size(p); }
   static int malloc_trim(std::size_t pad) noexcept { return ops::trim(pad); }
 
-  // glibc's reporting calls, answered from the layer's stats hook.
+  // glibc's reporting calls, answered from the layer's stats hook, or by
+  // the next library's when the layer has none.
   static struct mallinfo2 mallinfo2() noexcept {
     tenon_stats s;
-    return detail::to_mallinfo2(read_stats(s));
+    return read_stats(s) ? detail::to_mallinfo2(s) : detail::next_mallinfo2();
   }
   static struct mallinfo mallinfo() noexcept {
     tenon_stats s;
-    return detail::to_mallinfo(read_stats(s));
+    return read_stats(s) ? detail::to_mallinfo(s) : detail::next_mallinfo();
   }
   static void malloc_stats() noexcept {
     tenon_stats s;
-    detail::print_malloc_stats(read_stats(s));
+    if (read_stats(s)) detail::print_malloc_stats(s);
+    else detail::next_malloc_stats();
   }
   static int malloc_info(int options, FILE* fp) noexcept {
     tenon_stats s;
-    return detail::write_malloc_info(read_stats(s), options, fp);
+    return read_stats(s) ? detail::write_malloc_info(s, options, fp) : detail::next_malloc_info(options, fp);
   }
 
   // operator new: on failure call the new_handler and retry while one is
@@ -171,10 +181,10 @@ struct standard_api {
     errno = ENOMEM;
     return nullptr;
   }
-  // &s filled by the layer, or nullptr when it keeps no statistics.
-  static const tenon_stats* read_stats(tenon_stats& s) noexcept {
+  // s filled by the layer; false when it keeps no statistics.
+  static bool read_stats(tenon_stats& s) noexcept {
     s.version = TENON_STATS_VERSION;
-    return ops::stats(&s) == 0 ? &s : nullptr;
+    return ops::stats(&s) == 0;
   }
   // align is a power of two. Sizes past PTRDIFF_MAX are refused here, so
   // that no layer has to round one up to its alignment and wrap.

@@ -52,8 +52,9 @@ concept layer = requires(std::size_t n, std::size_t align, void* p, const void* 
 //   int trim(std::size_t pad)               give free memory back to the OS; 1 if any was, else 0.
 //   int stats(tenon_stats* s)               fill *s (s->version set by the caller) without allocating:
 //                                           0, or EINVAL (NULL, unknown version). Without the hook: ENOSYS
-//                                           (mallinfo2 then reports zeros). A wrapper always inherits its
-//                                           inner layer's: the figures describe the memory underneath.
+//                                           (glibc's reporting calls then go to the next library's). A
+//                                           wrapper always inherits its inner layer's: the figures describe
+//                                           the memory underneath.
 template <layer Inner>
 struct pass_through;
 

@@ -1,5 +1,6 @@
 // glibc's reporting calls (mallinfo2, mallinfo, malloc_stats, malloc_info)
-// answered from a layer's statistics, for TENON_EXPORT_MALLOC. Text is
+// answered from a layer's statistics, for TENON_EXPORT_MALLOC, or handed to
+// the next library's when the layer has none. Text is
 // formatted by hand into a buffer on the stack: nothing here allocates.
 // malloc_info hands each line to fputs, and glibc's stdio allocates a
 // buffered FILE's buffer on its first write, with malloc, as it does for
@@ -41,25 +42,24 @@ struct line {
 
 int clamp_int(std::size_t v) { return v > INT_MAX ? INT_MAX : static_cast<int>(v); }
 
-std::size_t chunk_bytes(const tenon_stats* s) { return s->chunks * (std::size_t{4} << 20); }
+std::size_t chunk_bytes(const tenon_stats& s) { return s.chunks * (std::size_t{4} << 20); }
 
 }  // namespace
 
 // glibc's fields, mapped onto tenon's memory: the "arena" is the chunks
 // (small and large blocks), the mmapped blocks are the huge ones.
-struct mallinfo2 to_mallinfo2(const tenon_stats* s) noexcept {
+struct mallinfo2 to_mallinfo2(const tenon_stats& s) noexcept {
   struct mallinfo2 mi {};
-  if (!s) return mi;
   mi.arena = chunk_bytes(s);
-  mi.hblks = s->huge_blocks;
-  mi.hblkhd = s->huge_in_use;
-  mi.uordblks = s->small_in_use + s->large_in_use;
+  mi.hblks = s.huge_blocks;
+  mi.hblkhd = s.huge_in_use;
+  mi.uordblks = s.small_in_use + s.large_in_use;
   mi.fordblks = mi.arena > mi.uordblks ? mi.arena - mi.uordblks : 0;
-  mi.keepcost = s->retained;
+  mi.keepcost = s.retained;
   return mi;
 }
 
-struct mallinfo to_mallinfo(const tenon_stats* s) noexcept {
+struct mallinfo to_mallinfo(const tenon_stats& s) noexcept {
   struct mallinfo2 m = to_mallinfo2(s);
   struct mallinfo mi {};
   mi.arena = clamp_int(m.arena);
@@ -72,11 +72,7 @@ struct mallinfo to_mallinfo(const tenon_stats* s) noexcept {
 }
 
 // glibc's layout (one arena), then tenon's own figures; to stderr.
-void print_malloc_stats(const tenon_stats* s) noexcept {
-  if (!s) {
-    os::write_error("malloc_stats: this allocator keeps no statistics\n");
-    return;
-  }
+void print_malloc_stats(const tenon_stats& s) noexcept {
   struct row {
     const char* label;
     std::size_t value;
@@ -84,16 +80,16 @@ void print_malloc_stats(const tenon_stats* s) noexcept {
   const row rows[] = {
       {"Arena 0:", SIZE_MAX},
       {"system bytes     = ", chunk_bytes(s)},
-      {"in use bytes     = ", s->small_in_use + s->large_in_use},
+      {"in use bytes     = ", s.small_in_use + s.large_in_use},
       {"Total (incl. mmap):", SIZE_MAX},
-      {"system bytes     = ", s->mapped},
-      {"in use bytes     = ", s->in_use},
-      {"max mmap regions = ", s->huge_blocks},
-      {"max mmap bytes   = ", s->huge_in_use},
+      {"system bytes     = ", s.mapped},
+      {"in use bytes     = ", s.in_use},
+      {"max mmap regions = ", s.huge_blocks},
+      {"max mmap bytes   = ", s.huge_in_use},
       {"tenon:", SIZE_MAX},
-      {"peak in use bytes = ", s->peak_in_use},
-      {"resident bytes    = ", s->resident},
-      {"retained bytes    = ", s->retained},
+      {"peak in use bytes = ", s.peak_in_use},
+      {"resident bytes    = ", s.resident},
+      {"retained bytes    = ", s.retained},
   };
   for (const row& r : rows) {
     line l;
@@ -106,40 +102,38 @@ void print_malloc_stats(const tenon_stats* s) noexcept {
 
 // glibc's XML (one heap: the chunks; mmap: the huge blocks), then tenon's
 // figures and its size classes in elements of their own.
-int write_malloc_info(const tenon_stats* s, int options, FILE* fp) noexcept {
+int write_malloc_info(const tenon_stats& s, int options, FILE* fp) noexcept {
   if (options != 0 || !fp) {  // glibc defines no option
     errno = EINVAL;
     return -1;
   }
-  tenon_stats none{};
-  if (!s) s = &none;
   std::size_t arena = chunk_bytes(s);
   auto put = [fp](const line& l) { return os::write_stream(fp, l.buf); };
   bool ok = put(line().str("<malloc version=\"1\" allocator=\"tenon\">\n<heap nr=\"0\">\n<sizes>\n</sizes>\n"));
   ok &= put(line().str("<total type=\"fast\" count=\"0\" size=\"0\"/>\n"));
-  ok &= put(line().str("<total type=\"rest\"").attr("count", 0).attr("size", s->retained).str("/>\n"));
+  ok &= put(line().str("<total type=\"rest\"").attr("count", 0).attr("size", s.retained).str("/>\n"));
   for (const char* k : {"<system type=\"current\"", "<system type=\"max\"", "<aspace type=\"total\"",
                         "<aspace type=\"mprotect\""})
     ok &= put(line().str(k).attr("size", arena).str("/>\n"));
   ok &= put(line().str("</heap>\n<total type=\"fast\" count=\"0\" size=\"0\"/>\n"));
-  ok &= put(line().str("<total type=\"rest\"").attr("count", 0).attr("size", s->retained).str("/>\n"));
-  ok &= put(line().str("<total type=\"mmap\"").attr("count", s->huge_blocks).attr("size", s->huge_in_use).str("/>\n"));
+  ok &= put(line().str("<total type=\"rest\"").attr("count", 0).attr("size", s.retained).str("/>\n"));
+  ok &= put(line().str("<total type=\"mmap\"").attr("count", s.huge_blocks).attr("size", s.huge_in_use).str("/>\n"));
   for (const char* k : {"<system type=\"current\"", "<system type=\"max\"", "<aspace type=\"total\"",
                         "<aspace type=\"mprotect\""})
-    ok &= put(line().str(k).attr("size", s->mapped).str("/>\n"));
+    ok &= put(line().str(k).attr("size", s.mapped).str("/>\n"));
   ok &= put(line()
                 .str("<tenon")
-                .attr("in_use", s->in_use)
-                .attr("small_in_use", s->small_in_use)
-                .attr("large_in_use", s->large_in_use)
-                .attr("huge_in_use", s->huge_in_use)
-                .attr("peak_in_use", s->peak_in_use)
-                .attr("mapped", s->mapped)
-                .attr("resident", s->resident)
-                .attr("retained", s->retained)
+                .attr("in_use", s.in_use)
+                .attr("small_in_use", s.small_in_use)
+                .attr("large_in_use", s.large_in_use)
+                .attr("huge_in_use", s.huge_in_use)
+                .attr("peak_in_use", s.peak_in_use)
+                .attr("mapped", s.mapped)
+                .attr("resident", s.resident)
+                .attr("retained", s.retained)
                 .str("/>\n"));
-  for (unsigned c = 0; c < s->classes && c < TENON_STATS_CLASSES; ++c) {
-    const tenon_class_stats& k = s->class_stats[c];
+  for (unsigned c = 0; c < s.classes && c < TENON_STATS_CLASSES; ++c) {
+    const tenon_class_stats& k = s.class_stats[c];
     if (!k.spans) continue;
     ok &= put(line()
                   .str("<class")
@@ -152,6 +146,36 @@ int write_malloc_info(const tenon_stats* s, int options, FILE* fp) noexcept {
   }
   ok &= put(line().str("</malloc>\n"));
   return ok ? 0 : -1;
+}
+
+// The next library's definition of `name` (looked up once per call: these
+// are rare calls, and dlsym may wait for the dynamic linker's lock, as
+// glibc's own reporting calls wait for its arena locks).
+template <class F>
+F next(const char* name) {
+  return reinterpret_cast<F>(os::next_symbol(name));
+}
+
+struct mallinfo2 next_mallinfo2() noexcept {
+  struct mallinfo2 none {};
+  auto f = next<struct mallinfo2 (*)()>("mallinfo2");
+  return f ? f() : none;
+}
+
+struct mallinfo next_mallinfo() noexcept {
+  struct mallinfo none {};
+  auto f = next<struct mallinfo (*)()>("mallinfo");
+  return f ? f() : none;
+}
+
+void next_malloc_stats() noexcept {
+  if (auto f = next<void (*)()>("malloc_stats")) f();
+}
+
+int next_malloc_info(int options, FILE* fp) noexcept {
+  if (auto f = next<int (*)(int, FILE*)>("malloc_info")) return f(options, fp);
+  errno = ENOSYS;
+  return -1;
 }
 
 }  // namespace tenon::detail
