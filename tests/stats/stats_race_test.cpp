@@ -56,10 +56,13 @@ TEST(StatsRace, ReadsWhileThreadsAllocate) {
   std::vector<std::thread> workers;
   const std::size_t rounds = tenon_test::scaled(400);
   for (unsigned w = 0; w < 3; ++w)
-    workers.emplace_back([w, rounds] {
+    workers.emplace_back([w, rounds, &reads] {
       static constexpr std::size_t kSizes[] = {16, 200, 3000, 20000, 100000, 1u << 20, 5u << 20};
       std::vector<void*> live;
-      for (std::size_t r = 0; r < rounds; ++r) {
+      // At least the given rounds, and on until the reader has walked the
+      // chunks a few times while this thread works.
+      unsigned start = reads.load();
+      for (std::size_t r = 0; r < rounds || reads.load() < start + 5; ++r) {
         std::size_t n = kSizes[(r + w) % 7];
         if (void* p = tenon_malloc(n)) {
           static_cast<char*>(p)[0] = 1;
