@@ -49,22 +49,12 @@ void* __pvalloc(size_t) noexcept TENON_ALIAS_OF(pvalloc);
 size_t __malloc_usable_size(void*) noexcept TENON_ALIAS_OF(malloc_usable_size);
 int __malloc_trim(size_t) noexcept TENON_ALIAS_OF(malloc_trim);
 
-// glibc's tuning and reporting calls, which have no meaning for tenon.
-// mallopt accepts and ignores every parameter (1, "done", as a preloaded
-// libtenon.so, where glibc answers it for its unused heap); mallinfo and
-// mallinfo2 report zeros (tenon_stats_print has tenon's figures).
+// glibc's tuning call, which has no meaning for tenon: mallopt accepts and
+// ignores every parameter (1, "done", as a preloaded libtenon.so, where
+// glibc answers it for its unused heap). The reporting calls (mallinfo,
+// mallinfo2, malloc_stats, malloc_info) come with TENON_EXPORT_MALLOC above:
+// tenon's own figures (docs/api.md).
 TENON_EXPORTED int mallopt(int, int) noexcept { return 1; }
-TENON_EXPORTED struct mallinfo mallinfo(void) noexcept { return {}; }
-TENON_EXPORTED struct mallinfo2 mallinfo2(void) noexcept { return {}; }
-TENON_EXPORTED void malloc_stats(void) noexcept { tenon_stats_print(); }
-TENON_EXPORTED int malloc_info(int options, FILE* fp) noexcept {
-  if (options != 0) {  // glibc's answer: no option is defined
-    errno = EINVAL;
-    return -1;
-  }
-  fprintf(fp, "<malloc version=\"tenon-%s\"></malloc>\n", tenon_version());
-  return 0;
-}
 int __libc_mallopt(int, int) noexcept TENON_ALIAS_OF(mallopt);
 int __mallopt(int, int) noexcept TENON_ALIAS_OF(mallopt);
 struct mallinfo __libc_mallinfo(void) noexcept TENON_ALIAS_OF(mallinfo);

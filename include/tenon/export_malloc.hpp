@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <bit>
@@ -18,6 +19,7 @@
 #include <new>
 
 #include "tenon/platform/os.h"
+#include "tenon/tenon.h"
 
 namespace tenon {
 
@@ -41,6 +43,21 @@ std::new_handler current_new_handler() noexcept;
 enum class nothrow_form { scalar, array };
 void* next_nothrow_new(nothrow_form form, std::size_t n) noexcept;
 void* next_nothrow_new_aligned(nothrow_form form, std::size_t n, std::align_val_t al) noexcept;
+
+// glibc's reporting calls from a layer's statistics (src/frontend/glibc_stats.cpp).
+// None of them allocates.
+struct mallinfo2 to_mallinfo2(const tenon_stats& s) noexcept;
+struct mallinfo to_mallinfo(const tenon_stats& s) noexcept;
+void print_malloc_stats(const tenon_stats& s) noexcept;
+int write_malloc_info(const tenon_stats& s, int options, FILE* fp) noexcept;
+// A layer without statistics (a wrapper over another library's allocator):
+// the same calls of the next library in line (glibc's, or the allocator
+// behind the wrapper), found with dlsym(RTLD_NEXT); zeros, or nothing
+// printed, if there is none.
+struct mallinfo2 next_mallinfo2() noexcept;
+struct mallinfo next_mallinfo() noexcept;
+void next_malloc_stats() noexcept;
+int next_malloc_info(int options, FILE* fp) noexcept;
 
 }  // namespace detail
 
@@ -121,6 +138,26 @@ struct standard_api {
   static std::size_t malloc_usable_size(const void* p) noexcept { return L::usable_size(p); }
   static int malloc_trim(std::size_t pad) noexcept { return ops::trim(pad); }
 
+  // glibc's reporting calls, answered from the layer's stats hook, or by
+  // the next library's when the layer has none.
+  static struct mallinfo2 mallinfo2() noexcept {
+    tenon_stats s;
+    return read_stats(s) ? detail::to_mallinfo2(s) : detail::next_mallinfo2();
+  }
+  static struct mallinfo mallinfo() noexcept {
+    tenon_stats s;
+    return read_stats(s) ? detail::to_mallinfo(s) : detail::next_mallinfo();
+  }
+  static void malloc_stats() noexcept {
+    tenon_stats s;
+    if (read_stats(s)) detail::print_malloc_stats(s);
+    else detail::next_malloc_stats();
+  }
+  static int malloc_info(int options, FILE* fp) noexcept {
+    tenon_stats s;
+    return read_stats(s) ? detail::write_malloc_info(s, options, fp) : detail::next_malloc_info(options, fp);
+  }
+
   // operator new: on failure call the new_handler and retry while one is
   // installed; with none, throw std::bad_alloc.
   static void* op_new(std::size_t n) {
@@ -143,6 +180,11 @@ struct standard_api {
   static void* enomem() noexcept {
     errno = ENOMEM;
     return nullptr;
+  }
+  // s filled by the layer; false when it keeps no statistics.
+  static bool read_stats(tenon_stats& s) noexcept {
+    s.version = TENON_STATS_VERSION;
+    return ops::stats(&s) == 0;
   }
   // align is a power of two. Sizes past PTRDIFF_MAX are refused here, so
   // that no layer has to round one up to its alignment and wrap.
@@ -169,7 +211,8 @@ struct standard_api {
 
 #define TENON_EXPORTED __attribute__((visibility("default")))
 
-// Every standard allocation name from the composition T (C names, then all
+// Every standard allocation name from the composition T (C names, glibc's
+// mallinfo2/mallinfo/malloc_stats/malloc_info from its stats hook, then all
 // twenty replaceable operator new/delete forms). Use once per shared library,
 // at namespace scope.
 #define TENON_EXPORT_MALLOC(T)                                                                                  \
@@ -198,6 +241,12 @@ struct standard_api {
     return ::tenon::standard_api<T>::malloc_usable_size(p);                                                     \
   }                                                                                                             \
   TENON_EXPORTED int malloc_trim(size_t pad) noexcept { return ::tenon::standard_api<T>::malloc_trim(pad); }    \
+  TENON_EXPORTED struct mallinfo2 mallinfo2(void) noexcept { return ::tenon::standard_api<T>::mallinfo2(); }    \
+  TENON_EXPORTED struct mallinfo mallinfo(void) noexcept { return ::tenon::standard_api<T>::mallinfo(); }       \
+  TENON_EXPORTED void malloc_stats(void) noexcept { ::tenon::standard_api<T>::malloc_stats(); }                 \
+  TENON_EXPORTED int malloc_info(int options, FILE* fp) noexcept {                                              \
+    return ::tenon::standard_api<T>::malloc_info(options, fp);                                                  \
+  }                                                                                                             \
   }                                                                                                             \
   TENON_EXPORTED void* operator new(std::size_t n) { return ::tenon::standard_api<T>::op_new(n); }              \
   TENON_EXPORTED void* operator new[](std::size_t n) { return ::tenon::standard_api<T>::op_new(n); }            \

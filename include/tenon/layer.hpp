@@ -15,9 +15,13 @@
 // (<tenon/export_malloc.hpp>, included below) turns any composition into the
 // standard malloc/free/new/delete names. docs/layers.md teaches the rest.
 #pragma once
+#include <errno.h>
+
 #include <concepts>
 #include <cstddef>
 #include <cstring>
+
+#include "tenon/tenon.h"
 
 namespace tenon {
 
@@ -46,6 +50,11 @@ concept layer = requires(std::size_t n, std::size_t align, void* p, const void* 
 //   void dealloc_sized(void* p, std::size_t n)                       n: the size asked for p.
 //   void dealloc_aligned_sized(void* p, std::size_t align, std::size_t n)   p from alloc_aligned(align, n).
 //   int trim(std::size_t pad)               give free memory back to the OS; 1 if any was, else 0.
+//   int stats(tenon_stats* s)               fill *s (s->version set by the caller) without allocating:
+//                                           0, or EINVAL (NULL, unknown version). Without the hook: ENOSYS
+//                                           (glibc's reporting calls then go to the next library's). A
+//                                           wrapper always inherits its inner layer's: the figures describe
+//                                           the memory underneath.
 template <layer Inner>
 struct pass_through;
 
@@ -135,6 +144,11 @@ struct layer_ops {
     else return 0;
   }
 
+  static int stats(tenon_stats* s) noexcept {
+    if constexpr (requires { { L::stats(s) } noexcept -> std::same_as<int>; }) return L::stats(s);
+    else return ENOSYS;
+  }
+
  private:
   // One test per hook: L has it, and (for a wrapper) it applies.
   static consteval bool has_realloc() {
@@ -184,6 +198,7 @@ struct pass_through {
     layer_ops<Inner>::dealloc_aligned_sized(p, align, n);
   }
   static int trim(std::size_t pad) noexcept { return layer_ops<Inner>::trim(pad); }
+  static int stats(tenon_stats* s) noexcept { return layer_ops<Inner>::stats(s); }
 };
 
 }  // namespace tenon

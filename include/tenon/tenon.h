@@ -75,8 +75,66 @@ TENON_API int tenon_set_memory_source(const tenon_memory_source* source);
  * cannot hold two 4 MiB chunks. */
 TENON_API int tenon_use_fixed_region(void* base, size_t size);
 
-/* Print allocator statistics (counts, CAS retries per shared structure) to
- * stderr. Also done at exit when the environment has TENON_STATS=1. */
+/* Statistics a program reads: the bytes tenon holds and the events it
+ * counted. Byte figures are gathered when asked (tenon_stats_get walks the
+ * chunks and reads the counters): exact while no other thread allocates or
+ * frees, a close approximation while others do (each span is read as it is
+ * at its own moment). docs/api.md defines every field.
+ *
+ * Versioned: set `version` to TENON_STATS_VERSION before the call; a later
+ * tenon only appends fields and keeps answering older versions. */
+#define TENON_STATS_VERSION 1
+#define TENON_STATS_CLASSES 64 /* room for every small size class */
+
+typedef struct tenon_class_stats {
+  size_t block_size;    /* bytes of each block of the class */
+  size_t blocks_in_use; /* blocks handed out and not yet back in their span */
+  size_t bytes_in_use;  /* blocks_in_use x block_size */
+  size_t spans;         /* spans of the class */
+  size_t span_bytes;    /* bytes of those spans (in use, free and not yet carved) */
+} tenon_class_stats;
+
+typedef struct tenon_stats {
+  unsigned version; /* in: TENON_STATS_VERSION */
+  unsigned classes; /* out: entries of class[] filled (the small size classes) */
+  /* Bytes. in_use counts small blocks at their class size, large and huge
+   * blocks at their page-rounded size. */
+  size_t in_use;       /* small_in_use + large_in_use + huge_in_use */
+  size_t small_in_use; /* blocks of at most 32 KiB */
+  size_t large_in_use; /* blocks of at most 2 MiB, in slice runs of their own */
+  size_t huge_in_use;  /* blocks of their own mappings */
+  size_t peak_in_use;  /* highest bytes held by spans, large and huge blocks since
+                          start: an upper bound of the peak of in_use (a small
+                          span counts whole while it has a block in use) */
+  size_t mapped;       /* address space tenon mapped for blocks: 4 MiB chunks
+                          and huge mappings (cached ones too) */
+  size_t resident;     /* of mapped, bytes in memory: the chunks' resident pages
+                          (mincore), huge mappings counted whole */
+  size_t retained;     /* free memory kept resident for reuse: freed slices not
+                          yet purged, and cached huge mappings */
+  size_t large_blocks; /* live large blocks */
+  size_t huge_blocks;  /* live huge blocks */
+  size_t chunks;       /* chunks mapped (never unmapped) */
+  /* Counts since start. */
+  unsigned long long os_maps;    /* mappings made: chunks, huge blocks */
+  unsigned long long os_unmaps;  /* huge mappings given back */
+  unsigned long long os_purges;  /* page runs given back (madvise) */
+  unsigned long long os_remaps;  /* huge mappings grown, shrunk or moved (mremap) */
+  unsigned long long cas_retries; /* failed compare-and-swaps on shared structures */
+  unsigned long long heaps_attached;
+  unsigned long long heaps_released;
+  unsigned long long large_allocs; /* large blocks handed out */
+  unsigned long long huge_allocs;  /* huge blocks handed out (mapped or from the cache) */
+  tenon_class_stats class_stats[TENON_STATS_CLASSES];
+} tenon_stats;
+
+/* Fills *stats. Returns 0, or EINVAL (nothing written) when stats is NULL or
+ * its version is not one this tenon knows. Never allocates, never waits. */
+TENON_API int tenon_stats_get(tenon_stats* stats);
+
+/* Print the statistics (tenon_stats_get's figures, then every event counter
+ * and the CAS retries per shared structure) to stderr, without allocating.
+ * Also done at exit when the environment has TENON_STATS=1. */
 TENON_API void tenon_stats_print(void);
 
 #ifdef __cplusplus

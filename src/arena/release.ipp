@@ -28,6 +28,7 @@ void arena<C>::release_span(span* s, stats_t* st) {
     c->used.fetch_and(~mask, std::memory_order_release);
   }
   count(st, shared_stats_, stat_spans_released);
+  shared_stats_.hold(-static_cast<std::int64_t>(std::size_t{n} << kSliceShift));
   trim_chunk(c, mask, st);
   // Memory now kept resident for reuse: the background purger gives it back
   // on time if the program goes idle. Only for a sizeable run, or a chunk the

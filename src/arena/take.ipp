@@ -104,8 +104,16 @@ chunk* arena<C>::new_chunk(unsigned take_n, stats_t* st) {
   return c;
 }
 
+// The held-bytes gauge moves with every run taken and given back.
 template <class C>
 span* arena<C>::take_span(unsigned nslices, chunk** hint, stats_t* st) {
+  span* s = find_run(nslices, hint, st);
+  if (s) shared_stats_.hold(static_cast<std::int64_t>(std::size_t{nslices} << kSliceShift));
+  return s;
+}
+
+template <class C>
+span* arena<C>::find_run(unsigned nslices, chunk** hint, stats_t* st) {
   TENON_CHECK(nslices >= 1 && nslices <= kMaxSpanSlices);
   [[maybe_unused]] section<typename C::sync, shared_structure::chunks> guard;
   // Warm slices anywhere (hint first, then a bounded scan) before clean ones

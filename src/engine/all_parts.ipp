@@ -15,6 +15,7 @@
 #include "../huge/map.ipp"
 #include "../huge/cache.ipp"
 #include "engine.ipp"
+#include "figures.ipp"
 
 // Explicit instantiation of every part of engine<C>.
 #define TENON_INSTANTIATE_ENGINE(C)      \

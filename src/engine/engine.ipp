@@ -12,25 +12,57 @@ bool engine<C>::trim(heap<C>* calling_thread_heap) {
   return slices || cached;
 }
 
-// Summed over every heap ever created (heaps are never unmapped) plus the
-// shared counts. Numbers are formatted by hand and written with write(2):
-// nothing here allocates.
+namespace engine_detail {
+
+// "  <value>  <text>\n" to stderr, the number formatted by hand and written
+// with write(2): nothing here allocates.
+inline void print_line(std::uint64_t v, const char* text) {
+  char number[24];
+  char* p = number + sizeof number;
+  *--p = 0;
+  do *--p = static_cast<char>('0' + v % 10); while (v /= 10);
+  os::write_error("  ");
+  os::write_error(p);
+  os::write_error("  ");
+  os::write_error(text);
+  os::write_error("\n");
+}
+
+}  // namespace engine_detail
+
+// The byte figures, then every counter summed over every heap ever created
+// (heaps are never unmapped) plus the shared counts.
 template <class C>
 void engine<C>::print_stats() {
+  using engine_detail::print_line;
+  memory_figures f;
   typename C::stats total{};
-  heaps.sum_stats(total);
+  figures(f, total);
   os::write_error("tenon statistics\n");
-  for (unsigned k = 0; k < stat_count; ++k) {
+  print_line(f.small_in_use + f.large_in_use + f.huge_in_use, "bytes in use");
+  print_line(f.small_in_use, "bytes in use in small blocks");
+  print_line(f.large_in_use, "bytes in use in large blocks");
+  print_line(f.huge_in_use, "bytes in use in huge blocks");
+  print_line(f.peak_held, "peak bytes held by spans and blocks (bound of the peak in use)");
+  print_line(f.chunk_bytes + f.huge_mapped, "bytes mapped");
+  print_line(f.chunk_resident + f.huge_mapped, "bytes resident (huge mappings counted whole)");
+  print_line(f.free_dirty + f.huge_cached, "bytes retained for reuse");
+  for (unsigned k = 0; k < stat_count; ++k) print_line(total.get(static_cast<stat_id>(k)), kStatNames[k]);
+  for (unsigned c = 0; c < kNumClasses; ++c) {
+    const class_figures& k = f.cls[c];
+    if (!k.spans) continue;
+    os::write_error("  class ");
     char number[24];
     char* p = number + sizeof number;
     *--p = 0;
-    std::uint64_t v = total.get(static_cast<stat_id>(k));
+    std::uint64_t v = kClasses.size[c];
     do *--p = static_cast<char>('0' + v % 10); while (v /= 10);
-    os::write_error("  ");
     os::write_error(p);
-    os::write_error("  ");
-    os::write_error(kStatNames[k]);
-    os::write_error("\n");
+    os::write_error(" B:\n");
+    print_line(k.blocks_in_use, "  blocks in use");
+    print_line(k.blocks_in_use * kClasses.size[c], "  bytes in use");
+    print_line(k.spans, "  spans");
+    print_line(k.span_bytes, "  bytes of spans");
   }
 }
 

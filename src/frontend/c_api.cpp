@@ -38,6 +38,7 @@ TENON_API int tenon_use_fixed_region(void* base, size_t size) {
   return tenon::os::use_fixed_region(base, size) ? 0 : EBUSY;
 }
 
+TENON_API int tenon_stats_get(tenon_stats* stats) { return tenon::default_allocator::stats(stats); }
 TENON_API void tenon_stats_print(void) { tenon::g_default_engine.print_stats(); }
 
 }  // extern "C"

@@ -165,3 +165,5 @@ int engine_front<E>::owns(const void* p) noexcept {
 }
 
 }  // namespace tenon
+
+#include "engine_stats.ipp"

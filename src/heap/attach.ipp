@@ -85,6 +85,7 @@ heap<C>* thread_heaps<C>::attach() {
     h = new (heap_at(index)) heap_t();
     h->index = index;
     h->home = this;
+    constructed_[index / 64].fetch_or(std::uint64_t{1} << (index % 64), std::memory_order_release);
   }
   if (retries) h->st.add(stat_retry_heap_stack, retries);
   h->st.add(stat_heaps_attached);
@@ -131,8 +132,11 @@ void thread_heaps<C>::release(heap_t* h) {
 template <class C>
 void thread_heaps<C>::sum_stats(stats_t& out) {
   std::uint32_t n = heap_count_.load(std::memory_order_acquire);
-  for (std::uint32_t i = 0; i < n; ++i)
+  for (std::uint32_t i = 0; i < n; ++i) {
+    // A heap still under construction has counted nothing yet: skip it.
+    if (!(constructed_[i / 64].load(std::memory_order_acquire) >> (i % 64) & 1)) continue;
     for (unsigned k = 0; k < stat_count; ++k) out.add(static_cast<stat_id>(k), heap_at(i)->st.get(static_cast<stat_id>(k)));
+  }
   for (unsigned k = 0; k < stat_count; ++k)
     out.add(static_cast<stat_id>(k), chunks_->shared_stats().get(static_cast<stat_id>(k)));
 }

@@ -113,6 +113,7 @@ void huge_maps<C>::split_tail(huge_header* h, std::size_t usable) {
     return;
   }
   h->map_size = keep;
+  chunks_->shared_stats().add_shared(stat_huge_remaps);  // the tail moved: the bytes mapped stay the same
   auto* t = static_cast<huge_header*>(dest);
   t->map_size = tail;
   t->usable = tail - page;

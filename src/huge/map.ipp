@@ -11,7 +11,21 @@ namespace tenon {
 template <class C>
 void huge_maps<C>::unmap(huge_header* h) {
   huge_detail::withdraw(h);
+  count(stat_huge_unmaps);
+  count(stat_huge_bytes_unmapped, h->map_size);
   C::platform::release(h, h->map_size);
+}
+
+template <class C>
+void huge_maps<C>::note_given(std::size_t usable) {
+  count(stat_huge_bytes_given, usable);
+  chunks_->shared_stats().hold(static_cast<std::int64_t>(usable));
+}
+
+template <class C>
+void huge_maps<C>::note_taken(std::size_t usable) {
+  count(stat_huge_bytes_taken, usable);
+  chunks_->shared_stats().hold(-static_cast<std::int64_t>(usable));
 }
 
 // Resize the mapping in place: a shrink updates the entry first, a growth
@@ -24,6 +38,9 @@ bool huge_maps<C>::resize_mapping(huge_header* h, std::size_t map_size) {
     if (shrink) huge_detail::publish(h);
     return false;
   }
+  count(stat_huge_remaps);
+  if (shrink) count(stat_huge_bytes_unmapped, h->map_size - map_size);
+  else count(stat_huge_bytes_mapped, map_size - h->map_size);
   h->map_size = map_size;
   if (!shrink) huge_detail::publish(h);
   return true;
@@ -41,16 +58,16 @@ void* huge_maps<C>::alloc(std::size_t n, std::size_t align, bool* zeroed) {
   evict_expired();
   if (align <= page) {
     if (huge_header* h = cache_take(usable)) {
-      if (void* p = resize(h, usable)) {
+      if (void* p = reshape(h, usable)) {
         count(stat_huge_cache_hits);
+        note_given(usable);  // not h->usable: h may have moved
         *zeroed = false;
         return p;
       }
-      free(h);
+      give_back(h);
     }
   }
   TENON_INJECT_POINT("huge.map");
-  count(stat_huge_allocs);
   huge_header* h;
   char* user;
   bool far = align >= kChunkSize;
@@ -90,19 +107,42 @@ void* huge_maps<C>::alloc(std::size_t n, std::size_t align, bool* zeroed) {
     return nullptr;
   }
   huge_detail::publish(h);
+  count(stat_huge_allocs);
+  count(stat_huge_bytes_mapped, h->map_size);
+  note_given(usable);
   *zeroed = true;
   return user;
 }
 
 template <class C>
 void huge_maps<C>::free(huge_header* h) {
+  count(stat_huge_frees);
+  note_taken(h->usable);
+  give_back(h);
+}
+
+// Into the cache, or unmapped; no count of its own (free counts the block).
+template <class C>
+void huge_maps<C>::give_back(huge_header* h) {
   TENON_INJECT_POINT("huge.free");
   if (!cache_put(h)) unmap(h);
   evict_expired();
 }
 
+// realloc's resize: the block's bytes move in the counts by the change.
 template <class C>
 void* huge_maps<C>::resize(huge_header* h, std::size_t n) {
+  std::size_t old = h->usable;
+  void* p = reshape(h, n);
+  if (p) {  // reshape made the block's usable size n rounded up to pages
+    note_taken(old);
+    note_given(huge_detail::round_up(n, C::platform::page_size()));
+  }
+  return p;
+}
+
+template <class C>
+void* huge_maps<C>::reshape(huge_header* h, std::size_t n) {
   using platform = typename C::platform;
   const std::size_t page = platform::page_size();
   if (h->far || h->user != reinterpret_cast<char*>(h) + page) return nullptr;
@@ -141,7 +181,10 @@ void* huge_maps<C>::resize(huge_header* h, std::size_t n) {
       platform::release(dest, map_size);
       return nullptr;
     }
-    h = static_cast<huge_header*>(dest);
+    h = static_cast<huge_header*>(dest);  // the old header moved with the pages
+    count(stat_huge_remaps);
+    count(stat_huge_bytes_unmapped, h->map_size);
+    count(stat_huge_bytes_mapped, map_size);
     h->user = static_cast<char*>(dest) + page;
     h->map_size = map_size;
     huge_detail::publish(h);

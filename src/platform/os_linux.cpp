@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,6 +257,8 @@ void write_error(const char* text, std::size_t length) {
 }
 
 void write_error(const char* text) { write_error(text, strlen(text)); }
+
+bool write_stream(std::FILE* stream, const char* text) { return fputs(text, stream) >= 0; }
 
 void abort_process() { abort(); }
 

@@ -489,9 +489,20 @@ static void call_free_a(void* unused) { (void)unused; free(g_block_a); }
 static void call_realloc_b(void* unused) { (void)unused; g_realloc_result = realloc(g_block_b, 12000); }
 static void call_usable_c(void* unused) { (void)unused; g_usable = malloc_usable_size(g_block_c); }
 static void call_free_mapped(void* unused) { (void)unused; free(g_block_mapped); }
+/* glibc's own mallinfo2 and malloc_stats: libtenon.so defines both names
+ * (with tenon's figures), so glibc's are looked up in libc.so.6 itself. */
+static struct mallinfo2 (*g_glibc_mallinfo2)(void);
+static void (*g_glibc_malloc_stats)(void);
+static int find_glibc_reporting(void) {
+  void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+  if (!libc) return 0;
+  g_glibc_mallinfo2 = (struct mallinfo2 (*)(void))dlsym(libc, "mallinfo2");
+  g_glibc_malloc_stats = (void (*)(void))dlsym(libc, "malloc_stats");
+  return g_glibc_mallinfo2 && g_glibc_malloc_stats;
+}
 static void call_mallinfo(void* unused) {
   (void)unused;
-  struct mallinfo2 mi = mallinfo2();
+  struct mallinfo2 mi = g_glibc_mallinfo2();
   ESCAPE(&mi);
 }
 
@@ -505,7 +516,7 @@ static atomic_int g_holder_done;
 static void* hold_main_arena_lock(void* unused) {
   (void)unused;
   atomic_store(&g_holder_tid, (int)syscall(SYS_gettid));
-  malloc_stats();
+  g_glibc_malloc_stats();
   atomic_store(&g_holder_done, 1);
   return NULL;
 }
@@ -526,6 +537,10 @@ static int in_write(int tid) {
 
 static int run_foreign_arena_lock(void) {
   const double limit_ms = 3000;
+  if (!find_glibc_reporting()) {
+    printf("foreign_arena_lock: SKIP glibc's mallinfo2/malloc_stats not found in libc.so.6\n");
+    return 77;
+  }
   /* The blocks, all from the main arena (this thread's): two in its heap,
    * one mapped on its own. */
   g_block_a = __libc_malloc(5000);

@@ -155,6 +155,19 @@ TEST_F(Layers, MissingHooksGetGenericForms) {
   EXPECT_EQ(L::trim(0), 0);
 }
 
+// The stats hook: absent gives ENOSYS; every wrapper inherits its inner
+// layer's, also one that changes alloc (the figures describe the memory
+// underneath).
+TEST_F(Layers, StatsHookIsInheritedByEveryWrapper) {
+  tenon_stats s{};
+  s.version = TENON_STATS_VERSION;
+  EXPECT_EQ(tenon::layer_ops<minimal>::stats(&s), ENOSYS);
+  EXPECT_EQ(tenon::layer_ops<changes_alloc<base>>::stats(&s), ENOSYS);
+  EXPECT_EQ(tenon::layer_ops<changes_alloc<tenon::default_allocator>>::stats(&s), 0);
+  EXPECT_EQ(s.classes, tenon::kNumClasses);
+  EXPECT_EQ(tenon::layer_ops<tenon::pass_through<tenon::default_allocator>>::stats(nullptr), EINVAL);
+}
+
 TEST_F(Layers, StandardApiAnswersBadRequestsBeforeTheLayer) {
   using api = tenon::standard_api<base>;
   errno = 0;

@@ -59,13 +59,25 @@ class arena {
   // another thread. One relaxed load once started or ruled out.
   void note_retained();
 
-  // The counts made without a thread heap.
+  // The counts made without a thread heap, and the held-bytes gauge.
   stats_t& shared_stats() { return shared_stats_; }
+
+  // f(c) for every registered chunk, in registry order, for the statistics:
+  // a chunk registered meanwhile may be missed; the few past kMaxChunks
+  // (or whose registry block could not be reserved) are never seen.
+  template <class F>
+  void for_each_chunk(F&& f) {
+    std::uint32_t n = nchunks_.load(std::memory_order_acquire);
+    if (n > kMaxChunks) n = kMaxChunks;
+    for (std::uint32_t idx = 0; idx < n; ++idx)
+      if (chunk* c = registered(idx)) f(c);
+  }
 
  private:
   using registry_block = std::atomic<chunk*>[kChunkRegistryBlock];
   chunk* registered(std::uint32_t idx);
   void register_at(std::uint32_t idx, chunk* c);
+  span* find_run(unsigned nslices, chunk** hint, stats_t* st);
   span* try_take(chunk* c, unsigned n, bool warm_only, stats_t* st);
   chunk* new_chunk(unsigned take_n, stats_t* st);
   bool purge_slice(chunk* c, unsigned i, stats_t* st);

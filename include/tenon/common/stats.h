@@ -5,10 +5,21 @@
 // syscall already costs hundreds; counts made without a heap (thread
 // teardown, huge blocks) go to the engine's shared block with a relaxed
 // atomic add. `no_stats`: every count compiles to nothing. Printed at exit
-// with TENON_STATS=1, or by tenon_stats_print().
+// with TENON_STATS=1, or by tenon_stats_print(); read by tenon_stats_get().
+//
+// Bytes are not counted on the fast path either: the engine derives the
+// bytes in use when asked, from the spans' own counts (engine::figures). The
+// one byte gauge kept as it goes is `held` (bytes of slice runs taken for
+// spans and large blocks, plus huge blocks), in the engine's shared block,
+// moved by one atomic add where a run is taken or given back or a huge
+// block mapped or freed (each already a CAS on a chunk word or a system
+// call), so that its peak can be kept.
 #pragma once
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+
+#include "tenon/common/size_classes.h"
 
 namespace tenon {
 
@@ -31,7 +42,14 @@ namespace tenon {
   X(retry_partial_stack, "CAS retries: partial-span stacks")                 \
   X(retry_chunk_bitmap, "CAS retries: chunk slice bitmaps")                  \
   X(retry_heap_stack, "CAS retries: free-heap stack")                        \
-  X(retry_huge_cache, "CAS retries: huge cache slots")
+  X(retry_huge_cache, "CAS retries: huge cache slots")                       \
+  X(huge_frees, "huge blocks freed")                                         \
+  X(huge_unmaps, "huge mappings unmapped")                                   \
+  X(huge_remaps, "huge mappings resized or moved (mremap)")                  \
+  X(huge_bytes_given, "bytes of huge blocks handed out")                     \
+  X(huge_bytes_taken, "bytes of huge blocks freed")                          \
+  X(huge_bytes_mapped, "bytes of huge mappings made")                        \
+  X(huge_bytes_unmapped, "bytes of huge mappings unmapped")
 
 enum stat_id : unsigned {
 #define TENON_STAT_ENUM(name, text) stat_##name,
@@ -52,12 +70,57 @@ struct counting_stats {
   // By any thread (a shared block).
   void add_shared(stat_id id, std::uint64_t n = 1) { v[id].fetch_add(n, std::memory_order_relaxed); }
   std::uint64_t get(stat_id id) const { return v[id].load(std::memory_order_relaxed); }
+
+  // The held-bytes gauge and its peak (the shared block only, any thread).
+  // The peak is raised with a CAS loop that stops as soon as it is at least
+  // this thread's value: lock-free, and exact at the gauge's granularity.
+  void hold(std::int64_t delta) {
+    std::uint64_t now = held_.fetch_add(static_cast<std::uint64_t>(delta), std::memory_order_relaxed) +
+                        static_cast<std::uint64_t>(delta);
+    if (delta <= 0) return;
+    std::uint64_t peak = peak_.load(std::memory_order_relaxed);
+    while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+  }
+  std::uint64_t held() const { return held_.load(std::memory_order_relaxed); }
+  std::uint64_t peak() const { return peak_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<std::uint64_t> held_{0};
+  std::atomic<std::uint64_t> peak_{0};
 };
 
 struct no_stats {
   void add(stat_id, std::uint64_t = 1) {}
   void add_shared(stat_id, std::uint64_t = 1) {}
   std::uint64_t get(stat_id) const { return 0; }
+  void hold(std::int64_t) {}
+  std::uint64_t held() const { return 0; }
+  std::uint64_t peak() const { return 0; }
+};
+
+// The figures an engine derives when asked (engine::figures), in bytes
+// unless named otherwise. Exact while no thread allocates or frees;
+// otherwise each span is read as it is at its own moment.
+struct class_figures {
+  std::size_t blocks_in_use = 0;
+  std::size_t spans = 0;
+  std::size_t span_bytes = 0;
+};
+struct memory_figures {
+  std::size_t small_in_use = 0;
+  std::size_t large_in_use = 0;
+  std::size_t huge_in_use = 0;
+  std::size_t peak_held = 0;  // the held gauge's highest value
+  std::size_t chunk_bytes = 0;
+  std::size_t chunk_resident = 0;
+  std::size_t free_dirty = 0;  // free slices whose pages are still resident
+  std::size_t huge_mapped = 0;
+  std::size_t huge_cached = 0;
+  std::size_t large_blocks = 0;
+  std::size_t huge_blocks = 0;
+  std::size_t chunks = 0;
+  class_figures cls[kNumClasses]{};
 };
 
 // A count for a thread's own block if it has one (st), else the shared one.

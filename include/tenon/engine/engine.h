@@ -36,7 +36,10 @@ struct engine {
 
   // malloc_trim: everything free goes back to the OS now. True if any did.
   bool trim(heap<C>* calling_thread_heap);
-  // Every counter of the engine (all heaps and the shared counts) to stderr.
+  // The byte figures (walked over the chunks when asked) into f, and every
+  // counter (all heaps and the shared counts) added into `counts`.
+  void figures(memory_figures& f, typename C::stats& counts);
+  // The figures and every counter to stderr, without allocating.
   void print_stats();
 };
 

@@ -16,6 +16,7 @@
 #include "tenon/heap/heap.h"
 #include "tenon/lookup/chunk_map.h"
 #include "tenon/lookup/slice_index.h"
+#include "tenon/tenon.h"
 
 namespace tenon {
 
@@ -59,6 +60,9 @@ struct engine_front {
   }
 
   static int trim(std::size_t pad) noexcept;
+  // The statistics (the stats hook): 0, or EINVAL for a null pointer or an
+  // unknown version (src/frontend/engine_stats.ipp).
+  static int stats(tenon_stats* out) noexcept;
 
   // --- beyond the layer
 

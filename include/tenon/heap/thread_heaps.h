@@ -103,6 +103,11 @@ class thread_heaps {
   // causes one needless scan).
   std::atomic<heap_t*> segments_[kMaxHeaps / kHeapsPerSegment]{};
   std::atomic<std::uint32_t> heap_count_{0};
+  // Bit i of word i / 64: heap i is constructed. An index is claimed (the
+  // count bumped) before its heap is built, so a reader walking the heaps
+  // (sum_stats) must skip one whose bit it does not see: set with release
+  // after the construction, read with acquire.
+  std::atomic<std::uint64_t> constructed_[kMaxHeaps / 64]{};
   id_stack<heap_link, typename C::sync> free_heaps_{heap_link{this}};
   // The pthread key whose destructor releases a thread's heap (-1: none yet).
   std::atomic<long> key_{-1};

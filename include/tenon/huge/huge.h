@@ -51,10 +51,17 @@ class huge_maps {
   bool evict_expired();
   // evict_expired for the arena's purge pass (its hook).
   static bool purge_hook(void* self) { return static_cast<huge_maps*>(self)->evict_expired(); }
+  // Bytes of the mappings in the cache (for the statistics).
+  std::size_t cached_bytes() const { return cache_bytes_.load(std::memory_order_relaxed); }
 
  private:
   // map.ipp
-  void count(stat_id id) { chunks_->shared_stats().add_shared(id); }
+  void count(stat_id id, std::uint64_t n = 1) { chunks_->shared_stats().add_shared(id, n); }
+  // A block handed out or given back, in the counts and the held gauge.
+  void note_given(std::size_t usable);
+  void note_taken(std::size_t usable);
+  void give_back(huge_header* h);
+  void* reshape(huge_header* h, std::size_t n);
   void unmap(huge_header* h);
   bool resize_mapping(huge_header* h, std::size_t map_size);
   // cache.ipp

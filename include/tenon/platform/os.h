@@ -10,6 +10,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 
 namespace tenon::os {
 
@@ -82,6 +83,9 @@ const char* const* environment();
 // Writes to stderr with write(2): no buffering, no allocation; errno kept.
 void write_error(const char* text, std::size_t length);
 void write_error(const char* text);
+// Writes text to a stdio stream (fputs; malloc_info's FILE*): false on an
+// error. A buffered stream gets its buffer from malloc on its first write.
+bool write_stream(std::FILE* stream, const char* text);
 
 // Ends the process with SIGABRT (after a message was written).
 [[noreturn]] void abort_process();
