@@ -9,6 +9,7 @@
 #include "tenon/common/checks.h"
 #include "tenon/frontend/engine_front.h"
 #include "tenon/frontend/foreign.h"
+#include "tenon/frontend/large_owner.h"
 #include "tenon/huge/huge.h"
 
 namespace tenon {
@@ -79,6 +80,11 @@ void* engine_front<E>::alloc_zeroed(std::size_t n) noexcept {
 template <auto& E>
 void engine_front<E>::free_not_owned(heap_t* h, span* s, void* p) noexcept {
   if (s->kind == span_kind::large) {
+    // Acquire: pairs with the heap's release of the owner (heaps.cpp).
+    if (auto* o = static_cast<large_owner*>(s->owner.load(std::memory_order_acquire))) {
+      o->free(o, s, p);  // a first-class heap's block
+      return;
+    }
     E.large.free(s, h == &g_empty_heap<config> ? nullptr : &h->st);
     return;
   }

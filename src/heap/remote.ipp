@@ -125,6 +125,15 @@ void thread_heaps<C>::free_remote(heap_t* h, span* s, block* b) {
     push_remote(s, b, b, 1, &h->st);
     return;
   }
+  // A heap of another engine part (a first-class heap's): straight to its
+  // inbox, never batched, so that no outbox holds a block of it when that
+  // heap is destroyed and its spans reused. Its `home` is fixed before it
+  // owned any span (the acquire above makes it visible).
+  if (static_cast<heap_t*>(dest)->home != this) {
+    C::links::set_next(b, nullptr, s);
+    deliver(static_cast<heap_t*>(dest), b, b, &h->st);
+    return;
+  }
   // Slot from the heap's address, not a field of it: reading the destination
   // heap's memory here would need ordering we do not have (owner is relaxed).
   // Heaps of one segment are contiguous, so they take consecutive slots.
