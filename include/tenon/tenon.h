@@ -83,8 +83,7 @@ TENON_API int tenon_use_fixed_region(void* base, size_t size);
  * large blocks' slice runs): past it, allocation fails with ENOMEM.
  * tenon_heap_malloc/_calloc/_realloc/_aligned_alloc: as malloc, calloc,
  * realloc, aligned_alloc, the block from heap h (realloc moves a block of
- * another heap or of the default allocator into h). Requests above 2 MiB
- * (or aligned to 4 MiB or more) fail with ENOMEM; h NULL: EINVAL.
+ * another heap or of the default allocator into h); h NULL: EINVAL.
  * A heap's block is freed with tenon_heap_free, tenon_free or free (with
  * libtenon.so preloaded), from any thread; realloc/tenon_realloc of it may
  * move it to the default allocator.

@@ -18,6 +18,7 @@
 #include "tenon/common/inject.h"
 #include "tenon/engine/engine.h"
 #include "tenon/frontend/large_owner.h"
+#include "tenon/huge/huge.h"
 #include "tenon/lookup/chunk_map.h"
 #include "tenon/lookup/slice_index.h"
 #include "tenon/platform/os.h"
@@ -181,13 +182,15 @@ tenon_heap* new_record() {
 
 // --- large-block slots ----------------------------------------------------
 
-// A live large block of a heap. The block's span names the slot as its
-// owner (large_owner); `block` is the user pointer while the block is live
-// and nullptr otherwise: whoever takes it out (free or destroy) releases the
-// block, exactly once.
+// A live large or huge block of a heap. The block's span (huge header)
+// names the slot as its owner (large_owner); `block` is the user pointer
+// while the block is live and nullptr otherwise: whoever takes it out (free
+// or destroy) releases the block, exactly once.
 struct large_slot : large_owner {
   std::atomic<void*> block{nullptr};
   tenon_heap* home = nullptr;
+  std::size_t bytes = 0;  // counted against home's limit
+  bool huge = false;
   std::atomic<std::uint32_t> stack_next{0};  // link on home's free_slots
   std::atomic<std::uint32_t> all_next{0};    // link on home's all_slots
   std::uint32_t id = 0;
@@ -214,14 +217,19 @@ large_slot* slot_segment(std::uint32_t i) {
   return seg;
 }
 
-void free_large_block(large_owner* owner, span* s, void* p) noexcept;
+void free_large_block(large_owner* owner, void* p) noexcept;
 
-// Give a large block of s back to the arena, with its bytes to h's budget.
-void release_large(tenon_heap* h, span* s) {
-  std::size_t bytes = std::size_t{s->nslices} << kSliceShift;
-  s->owner.store(nullptr, std::memory_order_relaxed);  // published by the arena's release
-  g_default_engine.large.free(s, nullptr);
-  h->budget.give(bytes);
+// Give the block p, just taken out of the slot, back to the arena (a large
+// block) or the huge layer, with its bytes to the heap's budget.
+void release_block(large_slot* slot, void* p) {
+  if (slot->huge) {
+    g_default_engine.huge.free(huge_lookup(p));  // clears the header's owner
+  } else {
+    span* s = lookup::span_of(p);
+    s->owner.store(nullptr, std::memory_order_relaxed);  // published by the arena's release
+    g_default_engine.large.free(s, nullptr);
+  }
+  slot->home->budget.give(slot->bytes);
 }
 
 // A slot of h with no block: a freed one of h's, or a new one.
@@ -244,18 +252,17 @@ large_slot* take_slot(tenon_heap* h) {
   return slot;
 }
 
-// free(p) of a heap's large block, from any thread (engine_front routes it
-// here through the span's owner).
-void free_large_block(large_owner* owner, span* s, void* p) noexcept {
+// free(p) of a heap's large or huge block, from any thread (engine_front
+// routes it here through the span's or header's owner).
+void free_large_block(large_owner* owner, void* p) noexcept {
   auto* slot = static_cast<large_slot*>(owner);
   void* expect = p;
   // Not live in this slot (freed twice): ignored, as a double free must not
-  // release the span a second time.
+  // release the block a second time.
   if (!slot->block.compare_exchange_strong(expect, nullptr, std::memory_order_acq_rel, std::memory_order_relaxed))
     return;
-  tenon_heap* h = slot->home;
-  release_large(h, s);
-  h->free_slots.push(slot->id);
+  release_block(slot, p);
+  slot->home->free_slots.push(slot->id);
 }
 
 }  // namespace
@@ -292,16 +299,23 @@ inline void* alloc_small(tenon_heap* h, unsigned cls) {
   return h->heaps.alloc_slow(sub, cls);
 }
 
-// A large block (kMaxSmall < n, or a big alignment) recorded in a slot.
-// Requests only a huge mapping could serve are refused (docs/heaps.md).
+// A large or huge block (kMaxSmall < n, or a big alignment) recorded in a
+// slot of the heap.
 void* alloc_large(tenon_heap* h, std::size_t n, std::size_t align, bool zero) {
   if (n == 0) n = 1;
   std::size_t slack = align > kSliceSize ? align - kSliceSize : 0;
-  if (n > kMaxLarge || n + slack > kMaxLarge || align >= kChunkSize) {
-    errno = ENOMEM;
-    return nullptr;
+  bool huge = n > kMaxLarge || n + slack > kMaxLarge || align >= kChunkSize;
+  std::size_t bytes;
+  if (huge) {
+    std::size_t page = os::page_size();
+    if (n > (std::size_t{1} << kAddressBits)) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+    bytes = (n + page - 1) & ~(page - 1);  // what the huge layer maps for it, less its header
+  } else {
+    bytes = ((n + slack + kSliceSize - 1) >> kSliceShift) << kSliceShift;
   }
-  std::size_t bytes = ((n + slack + kSliceSize - 1) >> kSliceShift) << kSliceShift;
   if (!h->budget.take(bytes)) {
     errno = ENOMEM;
     return nullptr;
@@ -314,16 +328,24 @@ void* alloc_large(tenon_heap* h, std::size_t n, std::size_t align, bool zero) {
   }
   bool zeroed = false;
   chunk* hint = nullptr;
-  void* p = g_default_engine.large.alloc(n, align, &zeroed, &hint, nullptr);
+  void* p = huge ? g_default_engine.huge.alloc(n, align, &zeroed)
+                 : g_default_engine.large.alloc(n, align, &zeroed, &hint, nullptr);
   if (!p) {  // errno is ENOMEM
     h->budget.give(bytes);
     h->free_slots.push(slot->id);
     return nullptr;
   }
-  span* s = lookup::span_of(p);
+  slot->bytes = bytes;
+  slot->huge = huge;
   slot->block.store(p, std::memory_order_relaxed);
-  // Release: the slot's fields before any free that finds it through the span.
-  s->owner.store(static_cast<large_owner*>(slot), std::memory_order_release);
+  if (huge) {
+    // A plain field: whoever frees p got it from us after this store.
+    huge_lookup(p)->owner = static_cast<large_owner*>(slot);
+  } else {
+    // Release: the slot's fields before any free that finds it through the
+    // span (the freeing thread acquires; see engine_front).
+    lookup::span_of(p)->owner.store(static_cast<large_owner*>(slot), std::memory_order_release);
+  }
   if (zero && !zeroed) memset(p, 0, n);
   return p;
 }
@@ -352,7 +374,7 @@ void drop(tenon_heap* h) {
   h->free_slots.pop_all();  // rebuilt from the list of every slot
   for (std::uint32_t id = h->all_slots.load(std::memory_order_acquire); id;) {
     large_slot* slot = slot_at(id);
-    if (void* p = slot->block.exchange(nullptr, std::memory_order_acq_rel)) release_large(h, lookup::span_of(p));
+    if (void* p = slot->block.exchange(nullptr, std::memory_order_acq_rel)) release_block(slot, p);
     std::uint32_t next = slot->all_next.load(std::memory_order_relaxed);
     h->free_slots.push(id);
     id = next;

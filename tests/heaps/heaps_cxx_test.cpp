@@ -123,7 +123,7 @@ TEST(HeapsCxx, AllocatorOverAHeap) {
   }
   // A container whose nodes are dropped with the heap: never destroyed.
   auto* leaked = new std::vector<int, tenon::allocator<int>>(a);
-  leaked->resize(400000);
+  leaked->resize(1000000);
   h.reset();
   ::operator delete(leaked);  // the vector object itself (std allocation), not its elements
 }
