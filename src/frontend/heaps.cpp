@@ -14,6 +14,7 @@
 
 #include <new>
 
+#include "tenon/common/checks.h"
 #include "tenon/common/id_stack.h"
 #include "tenon/common/inject.h"
 #include "tenon/engine/engine.h"
@@ -379,6 +380,8 @@ void drop(tenon_heap* h) {
     h->free_slots.push(id);
     id = next;
   }
+  // Every span and block given back: nothing is left counted.
+  TENON_CHECK(h->budget.held.load(std::memory_order_relaxed) == 0);
 }
 
 }  // namespace
