@@ -79,8 +79,9 @@ TENON_API int tenon_use_fixed_region(void* base, size_t size);
  * then release every block of the heap at once.
  *
  * tenon_heap_new: a heap, or NULL with errno ENOMEM. options may be NULL;
- * limit (0: none) caps the bytes the heap holds (its 64 KiB spans and its
- * large blocks' slice runs): past it, allocation fails with ENOMEM.
+ * limit (0: none) caps the bytes the heap holds (its 64 KiB spans, its
+ * large blocks' slice runs, its huge blocks): past it, allocation fails with
+ * ENOMEM.
  * tenon_heap_malloc/_calloc/_realloc/_aligned_alloc: as malloc, calloc,
  * realloc, aligned_alloc, the block from heap h (realloc moves a block of
  * another heap or of the default allocator into h); h NULL: EINVAL.
