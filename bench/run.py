@@ -54,7 +54,7 @@ def parse_args(argv):
     p.add_argument("--alloc", action="append", default=[], metavar="NAME=PATH.so",
                    help="another allocator to preload (repeatable)")
     p.add_argument("--only", action="append", default=[], metavar="WORKLOAD",
-                   help="run only these workloads (repeatable or comma list; also fastpath-instr, pool, freeze, security)")
+                   help="run only these workloads (repeatable or comma list; also fastpath-instr, pool, heaps, freeze, security)")
     p.add_argument("--repeat", type=int, default=None, help="runs per allocator and row (default 3, smoke 1)")
     p.add_argument("--threads", default=None, help="thread counts for the multithreaded workloads (default 1,2,16,64)")
     p.add_argument("--baseline", default="glibc", help="allocator the others are normalised to (default glibc)")
@@ -233,7 +233,7 @@ def main(argv):
     load_end = load.snapshot()
     load_lines, load_figures = load.describe(load_start, load_end, sum(r["user_s"] + r["sys_s"] for r in runs))
 
-    fast = pool_md = freeze = None
+    fast = pool_md = heaps_md = freeze = None
     if "fastpath-instr" in only_extra:
         print("bench: fastpath-instr (callgrind) ...", file=sys.stderr)
         fast = extras.fastpath_instr(build, allocs, smoke)
@@ -243,6 +243,9 @@ def main(argv):
     if "pool" in only_extra:
         print("bench: bulk pool (mass_pool_bench, when built) ...", file=sys.stderr)
         pool_md = extras.pool_bench(build, smoke)
+    if "heaps" in only_extra:
+        print("bench: first-class heaps (heap_tree_bench, when built) ...", file=sys.stderr)
+        heaps_md = extras.heap_bench(build, allocs, smoke)
     if "freeze" in only_extra:
         print("bench: freeze probe (freeze_probe, when built) ...", file=sys.stderr)
         freeze = extras.freeze_probe(build, allocs, smoke)
@@ -272,7 +275,7 @@ def main(argv):
             "allocators": [{"name": a.name, "path": a.path, "version": a.version, "notes": a.notes} for a in allocs],
             "skipped": skipped, "skipped_rows": skipped_rows}
     table, files, paired = report.write(out, meta, runs, rows, names, args.baseline, fast, pool_md, freeze,
-                                        make_charts if have_charts else None, security=security)
+                                        make_charts if have_charts else None, security=security, heaps_md=heaps_md)
     print()
     print(f"Time relative to {args.baseline} (median of {repeat}; lower is better):")
     print(table)

@@ -74,6 +74,58 @@ def pool_bench(build_dir, smoke, timeout=120):
     return text
 
 
+_HEAP_RESULT = re.compile(r"RESULT mode=(\S+) build_ms=([0-9.]+) drop_ms=([0-9.]+) total_ms=([0-9.]+) peak_rss_kb=(\d+)")
+
+
+def _heap_methods(name):
+    """The methods heap_tree_bench runs under allocator `name` (preloaded)."""
+    methods = ["new-delete", "pmr-monotonic"]
+    if name == "tenon":
+        methods += ["tenon-heap", "tenon-shared"]
+    elif name.startswith("mimalloc"):
+        methods += ["mimalloc-heap"]
+    elif name.startswith("jemalloc"):
+        methods += ["jemalloc-arena"]
+    return methods
+
+
+def heap_bench(build_dir, allocs, smoke, reps=3, timeout=300):
+    """First-class heaps (bench/heaps/heap_tree_bench): a 10-million-node map
+    built from 4 threads and dropped, per allocator and method; the medians of
+    `reps` runs as a Markdown table, or None when not built."""
+    binary = os.path.join(build_dir, "bench", "heaps", "heap_tree_bench")
+    if not os.path.exists(binary):
+        return None
+    nodes = 200_000 if smoke else 10_000_000
+    reps = 1 if smoke else reps
+    rows = []
+    for a in allocs:
+        if a.name not in ("glibc", "tenon") and not a.name.startswith(("jemalloc", "mimalloc")):
+            continue
+        for method in _heap_methods(a.name):
+            cmd = [binary, method] + ([a.path] if method not in ("new-delete", "pmr-monotonic") else [])
+            cmd += ["--nodes", str(nodes), "--threads", "4"]
+            got = []
+            for _ in range(reps):
+                r = runner.run(cmd, a.env(), timeout)
+                m = _HEAP_RESULT.search(r["stdout"])
+                if r["rc"] != 0 or not m:
+                    got = None
+                    rows.append([a.name, method, "error", (r["stderr"].strip()[-100:] or f"exit {r['rc']}"), "", ""])
+                    break
+                got.append([float(m.group(i)) for i in (2, 3, 4)] + [int(m.group(5)) / 1024])
+            if got:
+                med = [sorted(col)[len(col) // 2] for col in zip(*got)]
+                rows.append([a.name, method] + [f"{med[0]:.0f}", f"{med[1]:.1f}", f"{med[2]:.0f}", f"{med[3]:.0f}"])
+    header = "| allocator | method | build ms | drop ms | total ms | peak RSS MiB |"
+    lines = [f"`heap_tree_bench METHOD --nodes {nodes} --threads 4` under each allocator (preloaded), "
+             f"median of {reps}: each thread builds a map of {nodes // 4} `uint64` pairs and drops it "
+             "(new-delete destroys it node by node; the other methods drop the memory under it at once).", "",
+             header, "|" + "---|" * 6]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
 _RESULT = re.compile(r"RESULT\s+freezes=(\d+)\s+stalled=(\d+)\s+max_stall_ms=([0-9.]+)")
 
 

@@ -121,7 +121,7 @@ def composition_cost(fast, allocs, gm_t, gm_r):
             md_table(["build", "instr/pair", "geomean time", "geomean peak RSS"], rows), ""]
 
 
-def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, charts, security=None):
+def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, charts, security=None, heaps_md=None):
     summary = stats.summarize(runs, rows, allocs)
     norm_t = stats.normalise(summary, baseline, "wall_s")
     norm_r = stats.normalise(summary, baseline, "rss_kib")
@@ -283,6 +283,8 @@ def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, ch
                 md += [md_table(["op / allocator"] + PERCENTILES, lrows), ""]
     md += ["## Bulk pool", ""]
     md += [pool_md if pool_md else "(not run: `bench/pool/mass_pool_bench` is not built)", ""]
+    md += ["## First-class heaps", ""]
+    md += [heaps_md if heaps_md else "(not run: `bench/heaps/heap_tree_bench` is not built)", ""]
     md += ["## Freeze test", "",
            "Does a thread frozen at an arbitrary instruction inside the allocator stop the others? (`tests/freeze/freeze_probe`)", ""]
     if freeze:
@@ -325,7 +327,7 @@ def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, ch
                    "size_sweep": tuple_keys(size_t), "thread_chunks": tuple_keys(chunk_t), "latency": lat_t,
                    "op_size": {a: {",".join(map(str, k)): v for k, v in cells.items()} for a, cells in opsize_t.items()},
                    "thread_scaling": scale_t,
-                   "pool_markdown": pool_md, "freeze": freeze, "security": security, "charts": files},
+                   "pool_markdown": pool_md, "heaps_markdown": heaps_md, "freeze": freeze, "security": security, "charts": files},
                   f, indent=1, default=str)
     paired_text = text_table(pheader, prows) if paired_t else None
     return text_table(header, srows), files, paired_text

@@ -72,7 +72,7 @@ WORKLOADS = [
 
 DEFAULT_THREADS = [1, 2, 16, 64]
 # The rows that are not timed workloads (bench/tenonbench/extras.py, security.py).
-EXTRAS = ("fastpath-instr", "pool", "freeze", "security")
+EXTRAS = ("fastpath-instr", "pool", "heaps", "freeze", "security")
 SMOKE_THREADS = [2, 16]
 
 

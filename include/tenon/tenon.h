@@ -75,6 +75,37 @@ TENON_API int tenon_set_memory_source(const tenon_memory_source* source);
  * cannot hold two 4 MiB chunks. */
 TENON_API int tenon_use_fixed_region(void* base, size_t size);
 
+/* First-class heaps (docs/heaps.md): allocate from any number of threads,
+ * then release every block of the heap at once.
+ *
+ * tenon_heap_new: a heap, or NULL with errno ENOMEM. options may be NULL;
+ * limit (0: none) caps the bytes the heap holds (its 64 KiB spans, its
+ * large blocks' slice runs, its huge blocks): past it, allocation fails with
+ * ENOMEM.
+ * tenon_heap_malloc/_calloc/_realloc/_aligned_alloc: as malloc, calloc,
+ * realloc, aligned_alloc, the block from heap h (realloc moves a block of
+ * another heap or of the default allocator into h); h NULL: EINVAL.
+ * A heap's block is freed with tenon_heap_free, tenon_free or free (with
+ * libtenon.so preloaded), from any thread; realloc/tenon_realloc of it may
+ * move it to the default allocator.
+ * tenon_heap_destroy: every block of h, whatever thread allocated it, is
+ * released at once (cost: the heap's spans, not its blocks); h and every
+ * pointer into it are then invalid. tenon_heap_reset: the same, but h stays
+ * usable. Neither may run while another thread allocates from h or frees
+ * one of its blocks (the caller orders them, for example by joining). */
+typedef struct tenon_heap tenon_heap_t;
+typedef struct tenon_heap_options {
+  size_t limit; /* bytes; 0: no limit */
+} tenon_heap_options;
+TENON_API tenon_heap_t* tenon_heap_new(const tenon_heap_options* options);
+TENON_API void tenon_heap_destroy(tenon_heap_t* heap);
+TENON_API void tenon_heap_reset(tenon_heap_t* heap);
+TENON_API TENON_MALLOC_ATTR void* tenon_heap_malloc(tenon_heap_t* heap, size_t size);
+TENON_API TENON_MALLOC_ATTR void* tenon_heap_calloc(tenon_heap_t* heap, size_t count, size_t size);
+TENON_API void* tenon_heap_realloc(tenon_heap_t* heap, void* ptr, size_t size);
+TENON_API TENON_MALLOC_ATTR void* tenon_heap_aligned_alloc(tenon_heap_t* heap, size_t alignment, size_t size);
+TENON_API void tenon_heap_free(tenon_heap_t* heap, void* ptr);
+
 /* Statistics a program reads: the bytes tenon holds and the events it
  * counted. Byte figures are gathered when asked (tenon_stats_get walks the
  * chunks and reads the counters): exact while no other thread allocates or

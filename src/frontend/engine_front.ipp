@@ -9,6 +9,7 @@
 #include "tenon/common/checks.h"
 #include "tenon/frontend/engine_front.h"
 #include "tenon/frontend/foreign.h"
+#include "tenon/frontend/large_owner.h"
 #include "tenon/huge/huge.h"
 
 namespace tenon {
@@ -79,6 +80,11 @@ void* engine_front<E>::alloc_zeroed(std::size_t n) noexcept {
 template <auto& E>
 void engine_front<E>::free_not_owned(heap_t* h, span* s, void* p) noexcept {
   if (s->kind == span_kind::large) {
+    // Acquire: pairs with the heap's release of the owner (heaps.cpp).
+    if (auto* o = static_cast<large_owner*>(s->owner.load(std::memory_order_acquire))) {
+      o->free(o, p);  // a first-class heap's block
+      return;
+    }
     E.large.free(s, h == &g_empty_heap<config> ? nullptr : &h->st);
     return;
   }
@@ -93,6 +99,10 @@ void engine_front<E>::free_irregular(void* p) noexcept {
     return;
   }
   if (huge_header* h = huge_lookup(p)) {
+    if (auto* o = static_cast<large_owner*>(h->owner)) {
+      o->free(o, p);  // a first-class heap's block
+      return;
+    }
     E.huge.free(h);
     return;
   }
@@ -129,7 +139,8 @@ void* engine_front<E>::realloc_slow(void* p, std::size_t n) noexcept {
       old = s->block_size;
     }
   } else if (huge_header* h = huge_lookup(p)) {
-    if (n > kMaxLarge) {
+    // A heap's block is not moved in place: its heap records the pointer.
+    if (n > kMaxLarge && !h->owner) {
       if (void* q = E.huge.resize(h, n)) return q;
     }
     old = h->usable;

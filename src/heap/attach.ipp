@@ -65,9 +65,9 @@ void thread_heaps<C>::on_thread_exit(void* arg) {
   h->home->release(h);
 }
 
+// A heap from the free-heap stack, or a new one; nullptr if none can be had.
 template <class C>
-heap<C>* thread_heaps<C>::attach() {
-  TENON_INJECT_POINT("heap.attach");
+heap<C>* thread_heaps<C>::claim_heap() {
   unsigned retries = 0;
   heap_t* h;
   if (std::uint32_t id = free_heaps_.pop(&retries)) {
@@ -89,6 +89,19 @@ heap<C>* thread_heaps<C>::attach() {
   }
   if (retries) h->st.add(stat_retry_heap_stack, retries);
   h->st.add(stat_heaps_attached);
+  return h;
+}
+
+template <class C>
+heap<C>* thread_heaps<C>::attach_unbound() {
+  return claim_heap();
+}
+
+template <class C>
+heap<C>* thread_heaps<C>::attach() {
+  TENON_INJECT_POINT("heap.attach");
+  heap_t* h = claim_heap();
+  if (!h) return nullptr;
   // Installed before the key's value, whose setting may itself call calloc
   // (keys past the first 32 need a second-level array): that nested call
   // finds the heap.

@@ -130,6 +130,17 @@ void thread_heaps<C>::free_remote(heap_t* h, span* s, block* b) {
   // Heaps of one segment are contiguous, so they take consecutive slots.
   outbox& ob = h->out[(reinterpret_cast<std::uintptr_t>(dest) / sizeof(heap_t)) % kOutboxes];
   if (ob.dest != dest || ob.count == 0) {
+    // A heap of another engine part (a first-class heap's): straight to its
+    // inbox, never batched, so that no outbox holds a block of it when that
+    // heap is destroyed and its spans reused. Checked only when a batch
+    // starts (such a heap never has one), so the destination heap's memory
+    // is read once a batch, not once a free. Its `home` is fixed before it
+    // owned any span (the acquire above makes it visible).
+    if (static_cast<heap_t*>(dest)->home != this) {
+      C::links::set_next(b, nullptr, s);
+      deliver(static_cast<heap_t*>(dest), b, b, &h->st);
+      return;
+    }
     if (ob.count) flush_outbox(h, ob);
     ob.dest = dest;
     C::links::set_next(b, nullptr, s);

@@ -100,6 +100,7 @@ void thread_heaps<C>::release_empty(heap_t* h, span* s) {
   TENON_CHECK(s->used == 0 && s->next == nullptr && s->prev == nullptr);
   s->owner.store(nullptr, std::memory_order_relaxed);
   s->state = span_state::detached;
+  if (budget_) budget_->give(std::size_t{s->nslices} << kSliceShift);
   chunks_->release_span(s, &h->st);
 }
 

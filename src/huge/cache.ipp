@@ -119,6 +119,7 @@ void huge_maps<C>::split_tail(huge_header* h, std::size_t usable) {
   t->usable = tail - page;
   t->user = static_cast<char*>(dest) + page;
   t->far = false;
+  t->owner = nullptr;
   huge_detail::publish(t);
   TENON_INJECT_POINT("huge.cache.split");
   if (!cache_put(t)) unmap(t);

@@ -101,6 +101,7 @@ void* huge_maps<C>::alloc(std::size_t n, std::size_t align, bool* zeroed) {
   h->usable = usable;
   h->user = user;
   h->far = far;
+  h->owner = nullptr;
   if (!lookup::prepare(huge_detail::marked_unit(h))) {  // no unit map leaf: nobody has seen the block yet
     platform::release(h, h->map_size);
     errno = ENOMEM;
@@ -125,6 +126,7 @@ void huge_maps<C>::free(huge_header* h) {
 template <class C>
 void huge_maps<C>::give_back(huge_header* h) {
   TENON_INJECT_POINT("huge.free");
+  h->owner = nullptr;
   if (!cache_put(h)) unmap(h);
   evict_expired();
 }

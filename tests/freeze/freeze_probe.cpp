@@ -32,6 +32,11 @@
 // returning them to glibc (tenon does); the probe's memory then grows by a
 // few MiB a second.
 //
+// With --heaps N (tenon only: its first-class heaps, found with dlsym), one
+// acquisition in N comes from a heap all workers share (freed with free(),
+// mostly by another thread), and every worker also fills and resets a heap
+// of its own now and then: freezes land in the heaps' paths too.
+//
 // Nothing in the probe's own code ever waits for another worker: the handoff is
 // an atomic exchange, so a stall can only come from the allocator (or from the
 // machine not scheduling the workers at all for a whole deadline).
@@ -69,6 +74,7 @@ struct Options {
   bool require_progress = false;
   bool churn = false;
   unsigned foreign_every = 0;  // --foreign N: one acquisition in N is glibc's
+  unsigned heaps_every = 0;    // --heaps N: one acquisition in N from a shared tenon heap
   const char* expect_malloc_from = nullptr;  // skip (77) unless malloc is from here
   unsigned seed = 12345;
 };
@@ -96,6 +102,12 @@ std::atomic<bool> g_stop{false};
 std::atomic<long> g_corrupt{0};
 std::atomic<bool> g_no_park{false};  // set when shutting down after a failure
 unsigned g_foreign_every = 0;        // set once before the workers start
+// --heaps: tenon's heap functions (set once before the workers start).
+unsigned g_heaps_every = 0;
+void* (*g_heap_new)(const void*) = nullptr;
+void* (*g_heap_malloc)(void*, size_t) = nullptr;
+void (*g_heap_reset)(void*) = nullptr;
+void* g_shared_heap = nullptr;
 
 // Per-thread, read by the signal handler of the same thread only.
 thread_local Worker* t_self = nullptr;
@@ -224,6 +236,9 @@ void* acquire(Rng& rng, size_t n) {
   if (g_foreign_every != 0 && rng.next() % g_foreign_every == 0) {
     kind = kMalloc;  // released with free()
     p = acquire_foreign(rng, n);
+  } else if (g_heaps_every != 0 && rng.next() % g_heaps_every == 0) {
+    kind = kMalloc;  // released with free()
+    p = g_heap_malloc(g_shared_heap, n);
   } else if (kind == kNew) p = new (std::nothrow) char[n];
   else if (r == 1) p = calloc(1, n);
   else if (r == 2 && n >= 64) {
@@ -244,8 +259,21 @@ void worker_main(int index, unsigned seed) {
   w.tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
   Rng rng{0x9E3779B97F4A7C15ull * (seed + index + 1)};
   void* local[kLocalLive] = {};
+  void* own_heap = nullptr;  // --heaps: filled now and then, reset every 8th time
   uint64_t ops = 0;
   while (!g_stop.load(std::memory_order_relaxed)) {
+    if (g_heaps_every != 0 && ops % 256 == 0) {
+      t_in_alloc = 1;
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      if (!own_heap) own_heap = g_heap_new(nullptr);
+      for (int i = 0; own_heap && i < 16; ++i) {
+        size_t m = random_size(rng);
+        if (void* q = g_heap_malloc(own_heap, m)) stamp(q, m, kMalloc);
+      }
+      if (own_heap && ops % 2048 == 0) g_heap_reset(own_heap);
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      t_in_alloc = 0;
+    }
     size_t n = random_size(rng);
     void* p = acquire(rng, n);
     if (p != nullptr) {
@@ -315,6 +343,7 @@ bool parse(int argc, char** argv, Options& o) {
     else if (std::strcmp(argv[i], "--require-progress") == 0) o.require_progress = true;
     else if (std::strcmp(argv[i], "--churn") == 0) o.churn = true;
     else if (arg("--foreign")) o.foreign_every = static_cast<unsigned>(std::atol(argv[++i]));
+    else if (arg("--heaps")) o.heaps_every = static_cast<unsigned>(std::atol(argv[++i]));
     else return false;
   }
   return o.freezes >= 0 && o.threads >= 2 && o.threads <= kMaxThreads && o.deadline_ms > 0 &&
@@ -339,7 +368,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: %s [--freezes N] [--threads T] [--deadline-ms D] [--min-ops K]\n"
                  "          [--max-seconds S] [--seed N] [--require-progress] [--churn]\n"
-                 "          [--foreign N]\n"
+                 "          [--foreign N] [--heaps N]\n"
                  "          [--expect-malloc-from LIBNAME]\n", argv[0]);
     return 2;
   }
@@ -354,6 +383,18 @@ int main(int argc, char** argv) {
     // instead would say nothing about tenon.
     std::printf("freeze_probe: SKIP malloc is not from %s\n", o.expect_malloc_from);
     return 77;
+  }
+  if (o.heaps_every != 0) {
+    g_heap_new = reinterpret_cast<void* (*)(const void*)>(dlsym(RTLD_DEFAULT, "tenon_heap_new"));
+    g_heap_malloc = reinterpret_cast<void* (*)(void*, size_t)>(dlsym(RTLD_DEFAULT, "tenon_heap_malloc"));
+    g_heap_reset = reinterpret_cast<void (*)(void*)>(dlsym(RTLD_DEFAULT, "tenon_heap_reset"));
+    if (!g_heap_new || !g_heap_malloc || !g_heap_reset) {
+      std::printf("freeze_probe: SKIP --heaps: the allocator has no tenon_heap_* functions\n");
+      return 77;
+    }
+    g_shared_heap = g_heap_new(nullptr);
+    if (!g_shared_heap) return 2;
+    g_heaps_every = o.heaps_every;
   }
 
   struct sigaction sa;

@@ -85,6 +85,8 @@ handoff g_prekept;   // allocated by the pre-phase thread: first half freed by t
 handoff g_mainkept;  // allocated by the child's main thread (its heap stays live), freed by the victim
 handoff g_orphans;   // allocated by the pre-phase thread, freed by main once that thread has exited:
                      // they wait on the remote lists of unowned spans that the victim then adopts
+handoff g_heap_gifts;  // allocated by the victim from g_shared_heap, freed by worker 1
+tenon_heap_t* g_shared_heap = nullptr;  // a first-class heap every thread uses
 
 std::atomic<int> g_stage{0};  // 1: victim asks for the pre-phase; 2: pre-phase done
 
@@ -106,6 +108,15 @@ void victim() {
   // Initialisation: the first tenon call of the process.
   void* first = tenon_malloc(24);
   pthread_key_create(&g_late_key, after_exit_hook);
+  // First-class heaps: the thread's heap id (heaps.thread), a record
+  // (heaps.record), large-block slots (heaps.slot), destroy (heap.drop).
+  tenon_heap_t* own = tenon_heap_new(nullptr);
+  void* big = tenon_heap_malloc(own, 100000);
+  for (int i = 0; i < 3000; ++i) tenon_heap_free(own, tenon_heap_malloc(own, 16 + (i * 7) % 3000));
+  fill(tenon_heap_malloc(own, 5u << 20), 256, 4);
+  tenon_free(big);
+  for (int i = 0; i < 2000; ++i) g_heap_gifts.publish(tenon_heap_malloc(g_shared_heap, 16 + i % 1000));
+  tenon_heap_destroy(own);
   void* huge = tenon_malloc(6u << 20);  // huge.map; options are read on this path
   fill(huge, 6u << 20, 1);
   tenon_free(huge);  // huge.free, huge.cache.put
@@ -185,7 +196,8 @@ void worker(int id) {
     if (r % 1000 == 0) n = (3u << 20) + r % (6u << 20);          // huge
     else if (r % 50 == 0) n = 40000 + r % 1500000;               // large
     else n = 1 + (r >> 8) % (i % 3 ? 1100 : 33000);              // every small class
-    void* p = tenon_malloc(n);
+    // One in 8 from the shared first-class heap (freed cross-thread below).
+    void* p = r % 8 == 3 ? tenon_heap_malloc(g_shared_heap, n) : tenon_malloc(n);
     if (!p) std::abort();
     fill(p, n, static_cast<unsigned char>(i));
     if (n > (3u << 20)) p = tenon_realloc(p, n + (1u << 20));
@@ -195,6 +207,18 @@ void worker(int id) {
   std::size_t begin = id == 0 ? 0 : g_prekept.count.load() / 2;
   std::size_t end = owned.count.load(std::memory_order_acquire);
   for (std::size_t i = begin; i < end; ++i) tenon_free(owned.blocks[i]);
+  if (id == 1) {
+    std::size_t gifts = g_heap_gifts.count.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < gifts; ++i) tenon_free(g_heap_gifts.blocks[i]);
+  }
+  for (int k = 0; k < 20; ++k) {  // heaps made, used and destroyed
+    tenon_heap_t* h = tenon_heap_new(nullptr);
+    if (!h) std::abort();
+    for (int i = 0; i < 500; ++i) fill(tenon_heap_malloc(h, 16 + (i * 31) % 5000), 16, 5);
+    fill(tenon_heap_malloc(h, 200000), 16, 5);
+    fill(tenon_heap_malloc(h, 3u << 20), 16, 5);
+    tenon_heap_destroy(h);
+  }
   for (int t = 0; t < 10; ++t)  // threads starting and exiting
     std::thread([t] {
       std::vector<void*> v;
@@ -211,6 +235,7 @@ int run_child() {
   const auto limit = std::chrono::seconds(env ? std::atoi(env) : 60);
   g_trace = std::getenv("TENON_TEST_PROGRESS_TRACE") != nullptr;
   tenon_inject_set_hook(park_hook);
+  g_shared_heap = tenon_heap_new(nullptr);
   if (g_point.rfind("purger.", 0) == 0) {
     // Start the background purger: a huge block kept for reuse while this
     // process is still single-threaded. Then empty the cache again, so the

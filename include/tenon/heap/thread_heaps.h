@@ -5,6 +5,7 @@
 // job; each says why it never waits.
 #pragma once
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "tenon/arena/arena.h"
@@ -13,6 +14,22 @@
 #include "tenon/heap/heap.h"
 
 namespace tenon {
+
+// The bytes of span memory an engine part may hold (a first-class heap's
+// limit): taken when a span is formed, given back when it is released.
+struct span_budget {
+  std::atomic<std::size_t> held{0};
+  std::size_t limit = ~std::size_t{0};
+
+  bool take(std::size_t n) {
+    std::size_t old = held.load(std::memory_order_relaxed);
+    do {
+      if (n > limit || old > limit - n) return false;
+    } while (!held.compare_exchange_weak(old, old + n, std::memory_order_relaxed));
+    return true;
+  }
+  void give(std::size_t n) { held.fetch_sub(n, std::memory_order_relaxed); }
+};
 
 template <class C>
 class thread_heaps {
@@ -39,6 +56,21 @@ class thread_heaps {
 
   arena<C>& chunks() { return *chunks_; }
 
+  // --- heaps not bound to a thread (first-class heaps, src/frontend/heaps.cpp)
+
+  // A heap of this part that no thread-exit hook releases and no thread's
+  // t_thread names: its caller decides which thread uses it. nullptr if no
+  // heap can be had.
+  heap_t* attach_unbound();
+  // Count formed and released spans against `b` (nullptr: no limit).
+  void set_budget(span_budget* b) { budget_ = b; }
+  // Give every span of every heap of this part back to the arena, whatever
+  // blocks are in use, and leave each heap empty and usable (drop.ipp). The
+  // caller guarantees that no other thread uses these heaps meanwhile and
+  // that no free of their blocks is pending (frees into heaps of another
+  // part are never batched: see free_remote).
+  void drop_all();
+
  private:
   // Partial spans: spans without an owner that have free blocks, per class:
   // published by exiting threads and by the first remote free into a
@@ -58,6 +90,7 @@ class thread_heaps {
   heap_t* heap_segment(std::uint32_t index);
   long thread_key();
   heap_t* attach();
+  heap_t* claim_heap();
   static void on_thread_exit(void* arg);
   void release(heap_t* h);
 
@@ -95,6 +128,10 @@ class thread_heaps {
   void* alloc_heapless(unsigned cls);
   void free_heapless(span* s, block* b);
 
+  // drop.ipp: destroying a first-class heap's contents.
+  void drop_heap(heap_t* h);
+  void drop_span(heap_t* h, span* s);
+
   arena<C>* chunks_;
   id_stack<span_link, typename C::sync> partial_[kNumClasses]{};
   // Heaps live in segments of kHeapsPerSegment, each reserved when the heap
@@ -111,6 +148,8 @@ class thread_heaps {
   id_stack<heap_link, typename C::sync> free_heaps_{heap_link{this}};
   // The pthread key whose destructor releases a thread's heap (-1: none yet).
   std::atomic<long> key_{-1};
+  // Span bytes counted against a limit (first-class heaps only).
+  span_budget* budget_ = nullptr;
 };
 
 }  // namespace tenon

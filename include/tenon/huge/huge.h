@@ -18,6 +18,10 @@ struct huge_header {
   std::size_t usable;    // bytes usable from `user` on (what was asked, page-rounded)
   char* user;            // the pointer handed out
   bool far;              // header one unit below the user pointer's unit
+  // nullptr, or the first-class heap's record of this block (a large_owner,
+  // frontend/large_owner.h): set by the heap after alloc, before the block
+  // is handed out; cleared when the block is freed (and so in the cache).
+  void* owner;
   // Bytes mapped from `user` on: may exceed `usable`, so that a reused or
   // shrunk block keeps its resident pages for the next, larger request.
   std::size_t capacity() const {
