@@ -2,16 +2,43 @@
 // per-thread lane ordinal. Kept out of the header so that user code needs only
 // <tenon/mass_pool.hpp> and -ltenon, and so that every block of every pool
 // comes from tenon::os (huge pages where the kernel allows them).
+#include <errno.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 
 #include "platform/os.h"
 #include "tenon/mass_pool.h"
+#include "tenon/mass_pool.hpp"  // TENON_POOL_RSEQ: whether the pool's fast path is built with rseq
 
 namespace {
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 std::atomic<std::uint32_t> g_next_thread_ordinal{0};
+
+long membarrier(int cmd) { return syscall(__NR_membarrier, cmd, 0, 0); }
+
+// Whether this process can restart other threads' restartable sequences:
+// 0 not asked yet, 1 yes, -1 no. Racing first callers all register (the
+// kernel makes that idempotent) and store the same answer; nobody waits.
+std::atomic<int> g_restart_ready{0};
+
+bool restart_ready() {
+  int s = g_restart_ready.load(std::memory_order_acquire);
+  if (s == 0) {
+    // Registered, and one real call works (seccomp or an emulator may allow
+    // the first and refuse the second).
+    s = membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ) == 0 &&
+                membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ) == 0
+            ? 1
+            : -1;
+    g_restart_ready.store(s, std::memory_order_release);
+  }
+  return s == 1;
+}
 }  // namespace
 
 extern "C" {
@@ -42,6 +69,32 @@ void tenon_pool_prefault_block(void* p, size_t bytes) {
 uint32_t tenon_pool_thread_ordinal(void) {
   // Relaxed: only uniqueness matters, and one RMW per thread's first use.
   return g_next_thread_ordinal.fetch_add(1, std::memory_order_relaxed);
+}
+
+int tenon_pool_thread_can_own(void) {
+#if TENON_POOL_RSEQ
+  // glibc registers one rseq area per thread and says so in __rseq_size; the
+  // kernel writes the area's cpu_id (negative until registered, or when the
+  // registration failed). A program that registered an area of its own
+  // leaves __rseq_size at 0: then a sequence here would not be restarted.
+  if (__rseq_size == 0) return 0;
+  const auto* area = reinterpret_cast<const struct rseq*>(static_cast<const char*>(__builtin_thread_pointer()) +
+                                                          __rseq_offset);
+  if (static_cast<std::int32_t>(area->cpu_id) < 0) return 0;
+  return restart_ready() ? 1 : 0;
+#else
+  return 0;
+#endif
+}
+
+int tenon_pool_restart_sequences(void) {
+  if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ) == 0) return 0;
+  // A process that never registered (an owner exists only where the
+  // registration worked, so only through the test hook) registers now.
+  if (errno == EPERM && membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ) == 0 &&
+      membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ) == 0)
+    return 0;
+  return errno;
 }
 
 }  // extern "C"
