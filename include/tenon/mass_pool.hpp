@@ -253,6 +253,7 @@ class pool_core {
     char* base;
     std::uint32_t first;
     if (__builtin_expect(owned_claim(l, w, base, first), 1)) {
+      if (base == nullptr) __builtin_unreachable();  // a copy is only ever set from a mapped block
       const std::uint32_t used = std::uint32_t(w);
       return {base + std::size_t{used} * (Stride ? Stride : stride_), first | used, ok};
     }
@@ -961,7 +962,13 @@ class mass_pool {
     return core_.set_limit(max_elements);
   }
 
-  // Random-access iterator over the elements in index order.
+  struct at_end {};  // tag: an iterator past the last element, made without the view
+
+  // Random-access iterator over the elements in index order. Like a deque's:
+  // it holds the element's address and the bounds of the piece (the filled
+  // part of one block, contiguous in memory) it is in, so that *it, ++, --
+  // and small jumps are pointer arithmetic; only leaving the piece looks the
+  // next one up (by its neighbour, or by a binary search over the pieces).
   template <bool Const>
   class basic_iterator {
     using pool_ptr = std::conditional_t<Const, const mass_pool*, mass_pool*>;
@@ -975,21 +982,47 @@ class mass_pool {
     using pointer = std::conditional_t<Const, const T*, T*>;
 
     basic_iterator() = default;
-    basic_iterator(pool_ptr p, difference_type rank) noexcept : p_(p), r_(rank) {}
+    basic_iterator(pool_ptr p, difference_type rank) noexcept : p_(p) { seat(rank); }
+    // end() may be called before begin() takes the view (argument order is
+    // unspecified), so it looks at no piece; moving back from it seats it.
+    basic_iterator(pool_ptr p, difference_type rank, at_end) noexcept
+        : p_(p), r_(rank), lo_(rank), hi_(rank), piece_(~std::size_t{0}) {}
     // iterator -> const_iterator
     template <bool C = Const, class = std::enable_if_t<C>>
-    basic_iterator(const basic_iterator<false>& o) noexcept : p_(o.p_), r_(o.r_) {}
+    basic_iterator(const basic_iterator<false>& o) noexcept
+        : p_(o.p_), r_(o.r_), lo_(o.lo_), hi_(o.hi_), cur_(o.cur_), piece_(o.piece_) {}
 
-    reference operator*() const noexcept { return (*p_)[p_->index_at_rank(r_)]; }
-    pointer operator->() const noexcept { return &**this; }
-    reference operator[](difference_type n) const noexcept { return (*p_)[p_->index_at_rank(r_ + n)]; }
+    reference operator*() const noexcept { return *cur_; }
+    pointer operator->() const noexcept { return cur_; }
+    reference operator[](difference_type n) const noexcept { return *(*this + n); }
 
-    basic_iterator& operator++() noexcept { ++r_; return *this; }
-    basic_iterator operator++(int) noexcept { auto t = *this; ++r_; return t; }
-    basic_iterator& operator--() noexcept { --r_; return *this; }
-    basic_iterator operator--(int) noexcept { auto t = *this; --r_; return t; }
-    basic_iterator& operator+=(difference_type n) noexcept { r_ += n; return *this; }
-    basic_iterator& operator-=(difference_type n) noexcept { r_ -= n; return *this; }
+    basic_iterator& operator++() noexcept {
+      ++cur_;
+      if (++r_ == hi_) seat_piece(piece_ + 1, r_);
+      return *this;
+    }
+    basic_iterator operator++(int) noexcept { auto t = *this; ++*this; return t; }
+    basic_iterator& operator--() noexcept {
+      if (r_ == lo_) {
+        seat(r_ - 1);
+      } else {
+        --r_;
+        --cur_;
+      }
+      return *this;
+    }
+    basic_iterator operator--(int) noexcept { auto t = *this; --*this; return t; }
+    basic_iterator& operator+=(difference_type n) noexcept {
+      const difference_type r = r_ + n;
+      if (r >= lo_ && r < hi_) {
+        cur_ += n;
+        r_ = r;
+      } else {
+        seat(r);
+      }
+      return *this;
+    }
+    basic_iterator& operator-=(difference_type n) noexcept { return *this += -n; }
     friend basic_iterator operator+(basic_iterator it, difference_type n) noexcept { return it += n; }
     friend basic_iterator operator+(difference_type n, basic_iterator it) noexcept { return it += n; }
     friend basic_iterator operator-(basic_iterator it, difference_type n) noexcept { return it -= n; }
@@ -1002,59 +1035,81 @@ class mass_pool {
     }
 
     // The element's index (what emplace returned for it).
-    index_type index() const noexcept { return p_->index_at_rank(r_); }
+    index_type index() const noexcept { return index_type(p_->pieces_[piece_].index + std::uint64_t(r_ - lo_)); }
 
    private:
     friend class mass_pool;
     friend class basic_iterator<!Const>;
+
+    // Points at rank r: in its piece, or (past the last element, or on a
+    // pool with no view yet) at no piece, where lo_ == hi_ == r.
+    void seat(difference_type r) noexcept { seat_piece(p_->piece_of(r), r); }
+    void seat_piece(std::size_t k, difference_type r) noexcept {
+      r_ = r;
+      piece_ = k;
+      if (k < p_->pieces_.size()) {
+        const piece& pc = p_->pieces_[k];
+        lo_ = difference_type(pc.rank);
+        hi_ = difference_type(pc.rank + pc.count);
+        cur_ = pc.base + (r - lo_);
+      } else {
+        lo_ = hi_ = r;
+        cur_ = nullptr;
+      }
+    }
+
     pool_ptr p_ = nullptr;
     difference_type r_ = 0;
+    difference_type lo_ = 0, hi_ = 0;  // ranks of the current piece
+    pointer cur_ = nullptr;
+    std::size_t piece_ = 0;
   };
   using iterator = basic_iterator<false>;
   using const_iterator = basic_iterator<true>;
 
-  // begin() takes a snapshot of where the holes are (O(lanes)); it must not
+  // begin() takes a snapshot of where the holes are (O(blocks)); it must not
   // run concurrently with emplace(), clear() or another begin(). Iterators
   // stay valid until the next emplace() or clear().
   iterator begin() { refresh_view(); return {this, 0}; }
-  iterator end() { return {this, difference_type(size())}; }
+  iterator end() { return {this, difference_type(size()), at_end{}}; }
   const_iterator begin() const { refresh_view(); return {this, 0}; }
-  const_iterator end() const { return {this, difference_type(size())}; }
+  const_iterator end() const { return {this, difference_type(size()), at_end{}}; }
   const_iterator cbegin() const { return begin(); }
   const_iterator cend() const { return end(); }
 
  private:
-  // A run of present indices: ranks [rank, next run's rank) are indices
-  // [index, ...). Without holes there is one run starting at (0, 0).
-  struct run {
+  // The filled part of one block: ranks [rank, rank + count) are the
+  // indices [index, index + count), at base[0 .. count).
+  struct piece {
     std::uint64_t rank;
     std::uint64_t index;
+    std::uint64_t count;
+    T* base;
   };
 
-  index_type index_at_rank(difference_type r) const noexcept {
-    const auto ur = std::uint64_t(r);
-    if (segs_.size() == 1) return index_type(segs_[0].index + ur);  // no holes
-    if (segs_.empty()) return index_type(ur);
-    auto it = std::upper_bound(segs_.begin(), segs_.end(), ur,
-                               [](std::uint64_t v, const run& s) { return v < s.rank; });
-    --it;
-    return index_type(it->index + (ur - it->rank));
+  // The piece that holds rank r, or pieces_.size() if none does.
+  std::size_t piece_of(std::ptrdiff_t r) const noexcept {
+    if (r < 0 || pieces_.empty() || std::uint64_t(r) >= pieces_.back().rank + pieces_.back().count)
+      return pieces_.size();
+    auto it = std::upper_bound(pieces_.begin(), pieces_.end(), std::uint64_t(r),
+                               [](std::uint64_t v, const piece& pc) { return v < pc.rank; });
+    return std::size_t(it - pieces_.begin()) - 1;
   }
 
   void refresh_view() const {
-    segs_.clear();
-    std::uint64_t rank = 0, next = 0;  // next: the index that would continue the current run
+    pieces_.clear();
+    std::uint64_t rank = 0;
     core_.for_each_filled([&](std::uint64_t first, std::uint32_t count) {
-      if (segs_.empty() || first != next) segs_.push_back({rank, first});
+      T* base = std::launder(static_cast<T*>(core_.at(index_type(first))));
+      pieces_.push_back({rank, first, count, base});
       rank += count;
-      next = first + count;
     });
   }
 
   void empty_out(bool keep_memory) noexcept {
     destroy_elements();
     core_.reset(keep_memory);
-    segs_.clear();
+    pieces_.clear();
   }
 
   void destroy_elements() noexcept {
@@ -1111,7 +1166,7 @@ class mass_pool {
   }
 
   detail::pool_core core_;
-  mutable std::vector<run> segs_;
+  mutable std::vector<piece> pieces_;  // the view begin() took
 };
 
 }  // namespace tenon
