@@ -67,10 +67,20 @@ struct Elem {
   }
 };
 
+// User + system CPU seconds of the whole process (every thread, joined
+// ones included).
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
 // Starts `threads` threads that wait, runs body(t) on each at once, and
-// returns the wall time from the start signal to the last join.
+// returns the wall time from the start signal to the last join; the CPU time
+// the process spent meanwhile goes to *cpu_s. On this shared machine the CPU
+// time is the steadier of the two: wall time also counts other jobs' turns.
 template <class Body>
-double run_threads(unsigned threads, Body body) {
+double run_threads(unsigned threads, Body body, double* cpu_s = nullptr) {
   std::atomic<bool> go{false};
   std::vector<std::thread> ts;
   for (unsigned t = 0; t < threads; ++t)
@@ -78,11 +88,14 @@ double run_threads(unsigned threads, Body body) {
       go.wait(false, std::memory_order_acquire);
       body(t);
     });
+  const double c0 = cpu_seconds();
   const auto t0 = clock_type::now();
   go.store(true, std::memory_order_release);
   go.notify_all();
   for (auto& th : ts) th.join();
-  return seconds_since(t0);
+  const double wall = seconds_since(t0);
+  if (cpu_s) *cpu_s = cpu_seconds() - c0;
+  return wall;
 }
 
 std::uint64_t share(std::uint64_t n, unsigned threads, unsigned t) {
@@ -92,6 +105,7 @@ std::uint64_t share(std::uint64_t n, unsigned threads, unsigned t) {
 struct Result {
   double create_s = 0, release_s = 0;
   double recreate_s = 0;  // the second creation, after the release
+  double create_cpu_s = 0;  // CPU time (all threads) of the first creation
   std::uint64_t check = 0;  // elements found again after creation
   double rss_after_mib = 0;  // resident set right after the release
   double sort_s = 0;  // sorting the objects by payload, right after creation (--sort)
@@ -119,14 +133,17 @@ Result bench_pool(std::uint64_t n, unsigned threads, bool dense, bool keep, bool
   using E = Elem<S>;
   auto pool = dense ? std::make_unique<tenon::mass_pool<E>>(tenon::dense_indices)
                     : std::make_unique<tenon::mass_pool<E>>();
-  auto fill = [&] {
-    return run_threads(threads, [&](unsigned t) {
-      std::uint64_t prev = TENON_POOL_NO_INDEX;
-      for (std::uint64_t i = share(n, threads, t); i > 0; --i) prev = pool->emplace(prev, i).index;
-    });
+  auto fill = [&](double* cpu_s = nullptr) {
+    return run_threads(
+        threads,
+        [&](unsigned t) {
+          std::uint64_t prev = TENON_POOL_NO_INDEX;
+          for (std::uint64_t i = share(n, threads, t); i > 0; --i) prev = pool->emplace(prev, i).index;
+        },
+        cpu_s);
   };
   Result r;
-  r.create_s = fill();
+  r.create_s = fill(&r.create_cpu_s);
   r.check = pool->size();
   if (sort) {
     const auto ts = clock_type::now();
@@ -154,21 +171,24 @@ Result bench_atomic_slots(std::uint64_t n, unsigned threads, bool sort) {
   const std::size_t bytes = n * sizeof(E);
   alignas(64) static std::atomic<std::uint64_t> next{0};
   char* base = nullptr;
-  auto fill = [&] {
+  auto fill = [&](double* cpu_s = nullptr) {
     base = static_cast<char*>(tenon_pool_reserve_block(bytes, 1));
     if (!base) std::abort();
     next = 0;
-    return run_threads(threads, [&](unsigned t) {
-      std::uint64_t prev = ~0ull;
-      for (std::uint64_t i = share(n, threads, t); i > 0; --i) {
-        const std::uint64_t k = next.fetch_add(1, std::memory_order_relaxed);
-        ::new (base + k * sizeof(E)) E(prev, i);
-        prev = k;
-      }
-    });
+    return run_threads(
+        threads,
+        [&](unsigned t) {
+          std::uint64_t prev = ~0ull;
+          for (std::uint64_t i = share(n, threads, t); i > 0; --i) {
+            const std::uint64_t k = next.fetch_add(1, std::memory_order_relaxed);
+            ::new (base + k * sizeof(E)) E(prev, i);
+            prev = k;
+          }
+        },
+        cpu_s);
   };
   Result r;
-  r.create_s = fill();
+  r.create_s = fill(&r.create_cpu_s);
   r.check = next.load();
   if (sort) {
     E* first = reinterpret_cast<E*>(base);
@@ -191,13 +211,16 @@ Result bench_new(std::uint64_t n, unsigned threads, bool sort) {
   using E = Elem<S>;
   std::vector<E*> heads(threads, nullptr);
   std::vector<std::uint64_t> freed(threads, 0);
-  auto create = [&] {
-    return run_threads(threads, [&](unsigned t) {
-      E* head = nullptr;
-      for (std::uint64_t i = share(n, threads, t); i > 0; --i)
-        head = new E(reinterpret_cast<std::uint64_t>(head), i);
-      heads[t] = head;
-    });
+  auto create = [&](double* cpu_s = nullptr) {
+    return run_threads(
+        threads,
+        [&](unsigned t) {
+          E* head = nullptr;
+          for (std::uint64_t i = share(n, threads, t); i > 0; --i)
+            head = new E(reinterpret_cast<std::uint64_t>(head), i);
+          heads[t] = head;
+        },
+        cpu_s);
   };
   auto release = [&] {
     return run_threads(threads, [&](unsigned t) {
@@ -213,7 +236,7 @@ Result bench_new(std::uint64_t n, unsigned threads, bool sort) {
   };
   Result r;
   bool sorted_ok = true;
-  r.create_s = create();
+  r.create_s = create(&r.create_cpu_s);
   if (sort) {
     // What a program built on new does to sort its objects: gather
     // pointers, sort them by the objects' payload (the array is part of the
@@ -289,8 +312,8 @@ Row run_child(const std::string& variant, std::size_t size, std::uint64_t n, uns
   row.peak_mib = double(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
   unsigned long long check = 0;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
-      std::sscanf(out.c_str(), "RESULT %lf %lf %llu %lf %lf %lf", &row.r.create_s, &row.r.release_s,
-                  &check, &row.r.rss_after_mib, &row.r.recreate_s, &row.r.sort_s) == 6) {
+      std::sscanf(out.c_str(), "RESULT %lf %lf %llu %lf %lf %lf %lf", &row.r.create_s, &row.r.release_s,
+                  &check, &row.r.rss_after_mib, &row.r.recreate_s, &row.r.sort_s, &row.r.create_cpu_s) == 7) {
     row.r.check = check;
     row.ok = check == n;
     if (!row.ok) row.note = "wrong element count (or order after the sort) " + std::to_string(check);
@@ -381,12 +404,12 @@ bool run_config(const Config& c, const std::string& tenon_so, bool have_tenon, b
   if (warm)
     std::printf("Before each run the parent touches and frees %.2f GiB (--no-warm skips this).\n\n",
                 double(biggest) / (1u << 30));
-  std::printf("| variant | elem B | create s |%s release s | re-create s |%s peak RSS MiB | "
+  std::printf("| variant | elem B | create s |%s create CPU s | release s | re-create s |%s peak RSS MiB | "
               "peak RSS / elem bytes | RSS after release MiB | create vs new_glibc | create vs new_tenon | "
-              "release vs new_glibc | re-create vs new_glibc |\n",
+              "create CPU vs new_tenon | release vs new_glibc | re-create vs new_glibc |\n",
               c.repeat > 1 ? " create min-max s |" : "", c.sort ? " sort s |" : "");
-  std::printf("|---|---:|---:|%s---:|---:|%s---:|---:|---:|---:|---:|---:|---:|\n", c.repeat > 1 ? "---:|" : "",
-              c.sort ? "---:|" : "");
+  std::printf("|---|---:|---:|%s---:|---:|---:|%s---:|---:|---:|---:|---:|---:|---:|---:|\n",
+              c.repeat > 1 ? "---:|" : "", c.sort ? "---:|" : "");
   std::fflush(stdout);
   bool all_ok = true;
   for (auto size : c.sizes) {
@@ -412,7 +435,7 @@ bool run_config(const Config& c, const std::string& tenon_so, bool have_tenon, b
         std::printf("| %s | %zu | skipped: no libtenon.so (use --tenon PATH) |\n", kVariants[v], size);
         continue;
       }
-      std::vector<double> create, release, recreate, sort_s, peak, after;
+      std::vector<double> create, create_cpu, release, recreate, sort_s, peak, after;
       std::string note;
       for (const Row& row : runs[v]) {
         if (!row.ok) {
@@ -420,6 +443,7 @@ bool run_config(const Config& c, const std::string& tenon_so, bool have_tenon, b
           continue;
         }
         create.push_back(row.r.create_s);
+        create_cpu.push_back(row.r.create_cpu_s);
         release.push_back(row.r.release_s);
         recreate.push_back(row.r.recreate_s);
         sort_s.push_back(row.r.sort_s);
@@ -434,7 +458,7 @@ bool run_config(const Config& c, const std::string& tenon_so, bool have_tenon, b
       if (c.repeat > 1)
         std::printf(" %.3f-%.3f |", *std::min_element(create.begin(), create.end()),
                     *std::max_element(create.begin(), create.end()));
-      std::printf(" %.5f | %.3f |", median(release), median(recreate));
+      std::printf(" %.3f | %.5f | %.3f |", median(create_cpu), median(release), median(recreate));
       if (c.sort) std::printf(" %.3f |", median(sort_s));
       const double pk = median(peak);
       std::printf(" %.1f | %.3f | %.1f |", pk, pk / elem_mib, median(after));
@@ -448,8 +472,9 @@ bool run_config(const Config& c, const std::string& tenon_so, bool have_tenon, b
         return std::string(b);
       };
       const std::size_t tenon_v = 1;
-      std::printf(" %s | %s | %s | %s |%s\n", cell(paired(0, v, &Result::create_s), false).c_str(),
+      std::printf(" %s | %s | %s | %s | %s |%s\n", cell(paired(0, v, &Result::create_s), false).c_str(),
                   cell(paired(tenon_v, v, &Result::create_s), false).c_str(),
+                  cell(paired(tenon_v, v, &Result::create_cpu_s), false).c_str(),
                   cell(paired(0, v, &Result::release_s), true).c_str(),
                   cell(paired(0, v, &Result::recreate_s), false).c_str(),
                   note.empty() ? "" : (" " + note).c_str());
@@ -466,8 +491,8 @@ int main(int argc, char** argv) {
   if (argc == 7 && std::strcmp(argv[1], "--child") == 0) {
     const Result r = run_variant(argv[2], std::strtoul(argv[3], nullptr, 10), std::strtoull(argv[4], nullptr, 10),
                                  unsigned(std::strtoul(argv[5], nullptr, 10)), std::strcmp(argv[6], "1") == 0);
-    std::printf("RESULT %.9f %.9f %llu %.1f %.9f %.9f\n", r.create_s, r.release_s, (unsigned long long)r.check,
-                r.rss_after_mib, r.recreate_s, r.sort_s);
+    std::printf("RESULT %.9f %.9f %llu %.1f %.9f %.9f %.9f\n", r.create_s, r.release_s,
+                (unsigned long long)r.check, r.rss_after_mib, r.recreate_s, r.sort_s, r.create_cpu_s);
     return 0;
   }
   Config one;
@@ -555,7 +580,9 @@ int main(int argc, char** argv) {
               "Release times include giving the memory back to the OS where the variant\n"
               "does (see RSS after release); glibc and tenon keep freed memory in their\n"
               "arenas, and so does mass_pool_keep. Re-create is a second creation right\n"
-              "after the release, where kept memory saves the page faults. Ratios are\n"
-              "medians of per-run ratios (runs of one round are made back to back).\n");
+              "after the release, where kept memory saves the page faults. Create CPU is\n"
+              "the user and system time of all threads during the creation (wall time\n"
+              "on a shared machine also counts other jobs' turns). Ratios are medians\n"
+              "of per-run ratios (the runs of one round are made back to back).\n");
   return all_ok ? 0 : 1;
 }

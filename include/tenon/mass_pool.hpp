@@ -183,6 +183,12 @@ class pool_core {
     refills_in_flight_.store(0, std::memory_order_relaxed);
 #if TENON_POOL_RSEQ
     rseq_cs_off_ = __rseq_offset + long(offsetof(struct rseq, rseq_cs));
+    // Asked here for its side effect: the first call registers the process
+    // for restarting other threads' sequences, and the kernel makes that
+    // wait for an RCU grace period once other threads exist (10-12 ms
+    // measured here, 4 us with one thread). A pool is usually made before
+    // the threads that fill it; its first refill is not.
+    (void)tenon_pool_thread_can_own();
 #endif
     reset_lanes();
     return true;
@@ -214,7 +220,11 @@ class pool_core {
       for (std::uint64_t k = 0; k < mapped; ++k) dir_[k].store(nullptr, std::memory_order_relaxed);
       // One munmap per segment (up to 32 blocks of 2 MiB): the kernel's fixed
       // cost per call (VMA surgery, TLB shootdown) is paid 32 times less.
-      const std::uint64_t segments = (mapped + (1u << seg_shift_) - 1) >> seg_shift_;
+      // One segment more than the blocks reach: it may have been reserved
+      // ahead (block_memory).
+      const std::uint64_t seg_entries = (std::uint64_t{dir_entries_} + (1u << seg_shift_) - 1) >> seg_shift_;
+      const std::uint64_t segments =
+          std::min<std::uint64_t>(((mapped + (1u << seg_shift_) - 1) >> seg_shift_) + 1, seg_entries);
       for (std::uint64_t s = 0; s < segments; ++s) {
         if (char* seg = seg_[s].load(std::memory_order_relaxed)) tenon_pool_release_block(seg, seg_bytes_);
         seg_[s].store(nullptr, std::memory_order_relaxed);
@@ -757,21 +767,33 @@ class pool_core {
 
   // Block k's memory: its slice of segment k >> seg_shift_. A segment is
   // reserved (lazily committed address space) by the first block that needs
-  // it and installed by CAS; a thread that loses that race gives its
-  // reservation back and uses the winner's. Nobody waits for the winner.
+  // it, or ahead of need by the refill that takes the middle block of the
+  // segment before it: threads that fill side by side take consecutive
+  // blocks and would otherwise all find the next segment missing at once,
+  // and all but one reserve it in vain (at 8 threads, 80 M elements: dozens
+  // of mmap/munmap pairs, each taking the address-space lock that page
+  // faults need too). Nobody waits for anybody.
   char* block_memory(std::uint32_t k) noexcept {
-    std::atomic<char*>& slot = seg_[k >> seg_shift_];
-    char* seg = slot.load(std::memory_order_acquire);
-    if (!seg) {
-      char* mine = static_cast<char*>(tenon_pool_reserve_block(seg_bytes_, 1));
-      if (!mine) return nullptr;
-      pool_step("pool.segment.reserved");
-      if (slot.compare_exchange_strong(seg, mine, std::memory_order_acq_rel, std::memory_order_acquire))
-        seg = mine;
-      else
-        tenon_pool_release_block(mine, seg_bytes_);
-    }
-    return seg + std::size_t{k & ((1u << seg_shift_) - 1)} * block_bytes_;
+    const std::uint32_t s = k >> seg_shift_, in_seg = k & ((1u << seg_shift_) - 1);
+    char* seg = seg_[s].load(std::memory_order_acquire);
+    if (!seg && !(seg = reserve_segment(s))) return nullptr;
+    if (seg_shift_ != 0 && in_seg == (1u << (seg_shift_ - 1)) &&
+        (std::uint64_t{s} + 1) << seg_shift_ < nblocks_ && !seg_[s + 1].load(std::memory_order_relaxed))
+      reserve_segment(s + 1);  // best effort: the first block of s + 1 tries again
+    return seg + std::size_t{in_seg} * block_bytes_;
+  }
+
+  // Reserves segment s and installs it by CAS; a thread that loses that race
+  // gives its reservation back and uses the winner's. Null without memory.
+  char* reserve_segment(std::uint32_t s) noexcept {
+    char* mine = static_cast<char*>(tenon_pool_reserve_block(seg_bytes_, 1));
+    if (!mine) return nullptr;
+    pool_step("pool.segment.reserved");
+    char* seg = nullptr;
+    if (seg_[s].compare_exchange_strong(seg, mine, std::memory_order_acq_rel, std::memory_order_acquire))
+      return mine;
+    tenon_pool_release_block(mine, seg_bytes_);
+    return seg;
   }
 
   // The index space is used up: take any slot left in any lane, so that the
