@@ -26,7 +26,7 @@ long membarrier(int cmd) { return syscall(__NR_membarrier, cmd, 0, 0); }
 // kernel makes that idempotent) and store the same answer; nobody waits.
 std::atomic<int> g_restart_ready{0};
 
-bool restart_ready() {
+[[maybe_unused]] bool restart_ready() {  // unused where the pool is built without rseq
   int s = g_restart_ready.load(std::memory_order_acquire);
   if (s == 0) {
     // Registered, and one real call works (seccomp or an emulator may allow
@@ -78,8 +78,8 @@ int tenon_pool_thread_can_own(void) {
   // registration failed). A program that registered an area of its own
   // leaves __rseq_size at 0: then a sequence here would not be restarted.
   if (__rseq_size == 0) return 0;
-  const auto* area = reinterpret_cast<const struct rseq*>(static_cast<const char*>(__builtin_thread_pointer()) +
-                                                          __rseq_offset);
+  const auto* area =
+      reinterpret_cast<const struct rseq*>(tenon::detail::this_thread_id() + std::uintptr_t(__rseq_offset));
   if (static_cast<std::int32_t>(area->cpu_id) < 0) return 0;
   return restart_ready() ? 1 : 0;
 #else
