@@ -42,7 +42,8 @@ def _ensure_matplotlib():
 
 _ensure_matplotlib()
 
-from tenonbench import allocators, extras, load, report, runner, workloads  # noqa: E402
+from tenonbench import allocators, extras, load, report, runner, traces, workloads  # noqa: E402
+from tenonbench import security as secbench  # noqa: E402
 from tenonbench import charts as chartlib  # noqa: E402
 
 
@@ -53,7 +54,7 @@ def parse_args(argv):
     p.add_argument("--alloc", action="append", default=[], metavar="NAME=PATH.so",
                    help="another allocator to preload (repeatable)")
     p.add_argument("--only", action="append", default=[], metavar="WORKLOAD",
-                   help="run only these workloads (repeatable or comma list; also fastpath-instr, pool, freeze)")
+                   help="run only these workloads (repeatable or comma list; also fastpath-instr, pool, freeze, security)")
     p.add_argument("--repeat", type=int, default=None, help="runs per allocator and row (default 3, smoke 1)")
     p.add_argument("--threads", default=None, help="thread counts for the multithreaded workloads (default 1,2,16,64)")
     p.add_argument("--baseline", default="glibc", help="allocator the others are normalised to (default glibc)")
@@ -119,7 +120,7 @@ def machine_info(args, repeat, threads, allocs):
     }
 
 
-def check(out, rows, allocs, runs, have_charts, files, fast, only_extra):
+def check(out, rows, allocs, runs, have_charts, files, fast, only_extra, security=None):
     """Completeness, not timing. Returns a list of problems."""
     problems = []
     for _, _, label in rows:
@@ -127,7 +128,8 @@ def check(out, rows, allocs, runs, have_charts, files, fast, only_extra):
             if not any(r["ok"] for r in runs if r["row"] == label and r["alloc"] == a.name):
                 problems.append(f"{label} did not succeed under {a.name}")
     # The sweeps and the latency row must have produced their numbers too.
-    tags = {"size": "SIZE", "chunk": "CHUNK", "latency": "LAT"}
+    tags = {"size": "SIZE", "chunk": "CHUNK", "latency": "LAT", "opsize": "OPSIZE", "scaling": "SCALE",
+            "replay": "REPLAY"}
     for w, _, label in rows:
         if w.kind in tags:
             for a in allocs:
@@ -141,7 +143,8 @@ def check(out, rows, allocs, runs, have_charts, files, fast, only_extra):
         scaled = len({t for w, t, _ in rows if w.threaded and not w.fixed_threads}) > 1
         wanted = (["norm_time", "norm_rss"] if rows else []) + (["size_sweep"] if "size" in kinds else []) + \
                  (["thread_chunks"] if "chunk" in kinds else []) + (["latency"] if "latency" in kinds else []) + \
-                 (["threads"] if scaled else [])
+                 (["threads"] if scaled else []) + (["op_size"] if "opsize" in kinds else []) + \
+                 (["thread_scaling"] if "scaling" in kinds else [])
         for key in wanted:
             if not files.get(key) or not os.path.exists(os.path.join(out, files[key])):
                 problems.append(f"chart {key} missing")
@@ -151,6 +154,8 @@ def check(out, rows, allocs, runs, have_charts, files, fast, only_extra):
                 continue
             if "instr" not in (fast or {}).get(a.name, {}):
                 problems.append(f"fastpath-instr missing for {a.name}: {(fast or {}).get(a.name)}")
+    if "security" in only_extra:
+        problems += secbench.check(security, [a.name for a in allocs])
     return problems
 
 
@@ -179,7 +184,15 @@ def main(argv):
             print(f"bench: note: {a.name} {note}", file=sys.stderr)
 
     selected = workloads.select(args.only)
-    extra_names = {"fastpath-instr", "pool", "freeze"}
+    # The replay rows need their traces: recorded once per build folder and
+    # scale; a row whose program is missing is skipped with the reason.
+    wanted = [w.trace for w in selected if w.trace]
+    trace_errors = traces.prepare(build, smoke, wanted) if wanted else {}
+    skipped_rows = [(w.name, trace_errors[w.trace]) for w in selected if w.trace and trace_errors.get(w.trace)]
+    for n, why in skipped_rows:
+        print(f"bench: skipping row {n}: {why}", file=sys.stderr)
+    selected = [w for w in selected if not (w.trace and trace_errors.get(w.trace))]
+    extra_names = set(workloads.EXTRAS)
     only_names = {n.strip() for o in args.only for n in o.split(",")}
     only_extra = extra_names if not args.only else extra_names & only_names
     rows = workloads.rows(selected, threads)
@@ -208,8 +221,11 @@ def main(argv):
         r = runner.run(cmd, env, timeout, launcher)
         metrics = runner.parse_metrics(r["stdout"])
         ok = r["rc"] == 0 and not r["timed_out"] and "OK" in metrics
+        if ok and w.kind == "replay":
+            traces.replay_only(r, metrics)
         rec = {"row": label, "workload": w.name, "threads": t, "alloc": a.name, "rep": rep, "ok": ok,
                **{k: r[k] for k in ("rc", "timed_out", "wall_s", "user_s", "sys_s", "maxrss_kib", "minflt", "majflt", "stderr")},
+               **{k: r[k] for k in ("process_wall_s", "process_maxrss_kib") if k in r},
                "load1": load1, "metrics": metrics}
         runs.append(rec)
         prog.step(f"{label} {a.name}", rec)
@@ -221,17 +237,24 @@ def main(argv):
     if "fastpath-instr" in only_extra:
         print("bench: fastpath-instr (callgrind) ...", file=sys.stderr)
         fast = extras.fastpath_instr(build, allocs, smoke)
+        handfused = extras.handfused_instr(build, smoke)
+        if handfused is not None:
+            fast["tenon-handfused"] = handfused
     if "pool" in only_extra:
         print("bench: bulk pool (mass_pool_bench, when built) ...", file=sys.stderr)
         pool_md = extras.pool_bench(build, smoke)
     if "freeze" in only_extra:
         print("bench: freeze probe (freeze_probe, when built) ...", file=sys.stderr)
         freeze = extras.freeze_probe(build, allocs, smoke)
+    security = None
+    if "security" in only_extra:
+        print("bench: security (misuse programs under every allocator) ...", file=sys.stderr)
+        security = secbench.run_all(build, allocs, smoke)
 
     ncpu = os.cpu_count() or 1
     have_charts = chartlib.HAVE_MPL
 
-    def make_charts(summary, norm_t, norm_r, size_t, chunk_t, lat_t):
+    def make_charts(summary, norm_t, norm_r, size_t, chunk_t, lat_t, opsize_t, scale_t):
         chartlib.use_palette(names)
         return {
             "norm_time": chartlib.normalised_bars(norm_t, names, args.baseline, out, "norm_time.png", "time"),
@@ -240,14 +263,16 @@ def main(argv):
             "thread_chunks": chartlib.thread_chunks(chunk_t, out),
             "threads": chartlib.scaling(summary, rows, names, args.baseline, ncpu, out),
             "latency": chartlib.latency(lat_t, out),
+            "op_size": chartlib.op_size(opsize_t, out),
+            "thread_scaling": chartlib.thread_scaling(scale_t, ncpu, out),
         }
 
     meta = {"info": {**machine_info(args, repeat, threads, allocs), **load_lines}, "repeat": repeat,
             "load": {"start": load_start, "end": load_end, **load_figures},
             "allocators": [{"name": a.name, "path": a.path, "version": a.version, "notes": a.notes} for a in allocs],
-            "skipped": skipped}
+            "skipped": skipped, "skipped_rows": skipped_rows}
     table, files, paired = report.write(out, meta, runs, rows, names, args.baseline, fast, pool_md, freeze,
-                                        make_charts if have_charts else None)
+                                        make_charts if have_charts else None, security=security)
     print()
     print(f"Time relative to {args.baseline} (median of {repeat}; lower is better):")
     print(table)
@@ -257,12 +282,16 @@ def main(argv):
         print(paired)
     for k, v in load_lines.items():
         print(f"{k}: {v}")
+    if security:
+        print(f"\nSecurity: of {len(security['cases'])} misuse programs, per allocator "
+              "(stopped: caught or trapped):")
+        print(secbench.totals_text(security, names))
     print(f"\nReport: {os.path.join(out, 'report.md')}")
     if not have_charts:
         print("bench: matplotlib not found: no charts (apt-get install python3-matplotlib)", file=sys.stderr)
 
     if args.check:
-        problems = check(out, rows, allocs, runs, have_charts, files, fast, only_extra)
+        problems = check(out, rows, allocs, runs, have_charts, files, fast, only_extra, security)
         for p in problems:
             print(f"bench check: {p}", file=sys.stderr)
         if problems:

@@ -4,7 +4,10 @@
 # be installed (no apt, no network, not root) is skipped by bench/run.py, which
 # says so in the report. Never fails the benchmark for a missing peer.
 set -uo pipefail
-pkgs=(libjemalloc2 libgoogle-perftools4 libmimalloc2.0 python3-matplotlib valgrind binutils)
+# libclang-rt-16-dev: LLVM's compiler runtime, which carries scudo (the
+# hardened allocator the security table compares against).
+# sqlite3: one of the programs whose traces make the replay rows (python3, g++ come with the build).
+pkgs=(libjemalloc2 libgoogle-perftools4 libmimalloc2.0 libclang-rt-16-dev python3-matplotlib valgrind binutils sqlite3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -21,10 +24,11 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "install-bench-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq >/dev/null 2>&1 || echo "install-bench-deps: apt-get update failed" >&2
+source "$(dirname "$0")/apt-wait.sh"  # apt_get: waits for other package managers
+apt_get update -qq >/dev/null 2>&1 || echo "install-bench-deps: apt-get update failed" >&2
 # One package at a time so that one unavailable name does not block the rest.
 for p in "${missing[@]}"; do
-  $SUDO apt-get install -y -qq --no-install-recommends "$p" >/dev/null 2>&1 \
+  apt_get install -y -qq --no-install-recommends "$p" >/dev/null 2>&1 \
     || echo "install-bench-deps: could not install $p (skipped)" >&2
 done
 exit 0

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command (make test) and what .ci/run calls: every stage.
 #   release  Release build (build/), the whole suite
+#   debug    -DTENON_DEBUG=ON (build-debug/): every span, list and counter
+#            invariant checked as it changes; the whole suite but the bench
 #   tsan     ThreadSanitizer build (build-tsan/), all but preload|bench|freeze
 #   asan     AddressSanitizer+UBSan build (build-asan/), all but preload|bench|freeze
 #   inject   -DTENON_INJECT=ON build (build-inject/), label progress
@@ -12,7 +14,7 @@
 # reused, so a second run only rebuilds what changed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-stages=${TENON_TEST_STAGES:-release tsan asan inject aarch64}
+stages=${TENON_TEST_STAGES:-release debug tsan asan inject aarch64}
 jobs=$(nproc)
 no_preload='preload|bench|freeze'
 
@@ -61,6 +63,9 @@ print(" ".join(sorted(dirs)))
 }
 
 stage_release() { build build && run_ctest build; }
+stage_debug() {
+  build build-debug -DTENON_DEBUG=ON -DTENON_BUILD_BENCH=OFF && run_ctest build-debug -LE bench
+}
 stage_tsan() {
   # setarch -R (no ASLR): ThreadSanitizer aborts with "unexpected memory
   # mapping" on kernels with more mmap randomisation bits than it expects.

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "locked_section.h"
+#include "locked_sync.h"
 
 __attribute__((destructor)) static void tenon_locked_print() {
   const char* on = getenv("TENON_STATS");

@@ -23,6 +23,13 @@ PEERS = [
 # NAME.skipped with the reason the build gave.
 SOURCE_PEERS = ["mimalloc3", "mimalloc2-src", "snmalloc", "rpmalloc"]
 
+# scudo (LLVM's hardened allocator) ships in LLVM's compiler runtime, not as
+# a library of its own: Debian's libclang-rt-N-dev. Its standalone build is
+# preloadable; the newest LLVM's copy is taken.
+SCUDO_PACKAGE = "libclang-rt-16-dev"
+SCUDO_GLOBS = ["/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.scudo_standalone-{arch}.so",
+               "/usr/lib/llvm-*/lib/clang/*/lib/{arch}-*linux-gnu/libclang_rt.scudo_standalone.so"]
+
 
 @dataclass
 class Allocator:
@@ -122,6 +129,19 @@ def source_peers(build_dir):
     return found, skipped
 
 
+def _llvm_version(path):
+    """(major, ...) of the /usr/lib/llvm-N/ a file is under, for sorting."""
+    part = next((p for p in path.split(os.sep) if p.startswith("llvm-")), "llvm-0")
+    return tuple(int(x) for x in part[len("llvm-"):].split(".") if x.isdigit())
+
+
+def scudo(patterns=None):
+    """The newest scudo_standalone library found, or None."""
+    arch = platform.machine()
+    found = [p for pat in (patterns or SCUDO_GLOBS) for p in glob.glob(pat.format(arch=arch))]
+    return max(found, key=_llvm_version) if found else None
+
+
 def _probe(alloc, probe_binary):
     """Runs a trivial program with the library preloaded; returns an error or ''."""
     if alloc.path is None:
@@ -158,6 +178,11 @@ def discover(build_dir, extra, probe_binary):
             found.append(Allocator(name, path))
         else:
             skipped.append((name, f"none of {', '.join(sonames)} in ldconfig -p (apt-get install {pkg})"))
+    scudo_path = scudo()
+    if scudo_path:
+        found.append(Allocator("scudo", scudo_path))
+    else:
+        skipped.append(("scudo", f"no libclang_rt.scudo_standalone under /usr/lib/llvm-*/ (apt-get install {SCUDO_PACKAGE})"))
     built, not_built = source_peers(build_dir)
     found += built
     skipped += not_built

@@ -179,3 +179,51 @@ def latency(table, out_dir, name="latency.png"):
         ax.set_ylabel(unit)
     axes[0].legend(fontsize=7)
     return _save(fig, out_dir, name)
+
+
+def op_size(table, out_dir, name="op_size.png"):
+    """Time of one call against block size, a panel per call."""
+    if not table:
+        return None
+    ops = ["malloc", "free", "calloc", "realloc"]
+    fig, axes = plt.subplots(1, 4, figsize=(16, 4))
+    for a, cells in table.items():
+        for ax, op in zip(axes, ops):
+            pts = sorted((b, v) for (o, b), v in cells.items() if o == op and v)
+            if pts:
+                ax.plot([p[0] / 1024 for p in pts], [p[1] for p in pts], marker=".", label=a)
+    for ax, op in zip(axes, ops):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        sizes = sorted({b // 1024 for cells in table.values() for (_, b) in cells})
+        ax.set_xticks([k for k in sizes if k in (1, 16, 256, 4096, 65536)] or sizes[:1])
+        ax.xaxis.set_major_formatter(FormatStrFormatter("%d"))
+        ax.set_xlabel("block size (KiB)")
+        ax.set_title(op + (" (from half the size)" if op == "realloc" else ""), fontsize=9)
+    axes[0].set_ylabel("ns per call")
+    axes[0].legend(fontsize=7)
+    return _save(fig, out_dir, name)
+
+
+def thread_scaling(table, ncpu, out_dir, name="thread_scaling.png"):
+    """Time per operation against threads 1 ... N; beyond the machine's CPU
+    count the threads are oversubscribed (shaded)."""
+    if not table:
+        return None
+    fig, ax = plt.subplots(figsize=(10, 4.2))
+    top = max(t for cells in table.values() for t in cells)
+    for a, cells in table.items():
+        pts = sorted(cells.items())
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=a)
+    if top > ncpu:
+        ax.axvspan(ncpu + 0.5, top + 0.5, color="grey", alpha=0.12)
+        ax.text(ncpu + 0.8, 0.03, f"oversubscribed: more threads than the {ncpu} CPUs", transform=ax.get_xaxis_transform(),
+                fontsize=8, va="bottom")
+    ax.set_xticks(range(1, top + 1))
+    ax.tick_params(axis="x", labelsize=7)
+    ax.set_yscale("log")
+    ax.set_xlabel("threads")
+    ax.set_ylabel("ns per operation (all threads together)")
+    ax.set_title("thread-scaling: the same work over 1 ... %d threads" % top, fontsize=9)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _save(fig, out_dir, name)

@@ -28,6 +28,8 @@ def _callgrind_instructions(binary, n, alloc, timeout):
 NO_VALGRIND = {
     "snmalloc": "snmalloc does not start under valgrind: it reserves 256 GiB of address space for its "
                 "pagemap, more than valgrind allows",
+    "scudo": "scudo does not start under valgrind: it reserves 180 GiB of address space for its primary "
+             "allocator at start, more than valgrind allows (Scudo ERROR: internal map or unmap failure)",
 }
 
 
@@ -47,6 +49,16 @@ def fastpath_instr(build_dir, allocs, smoke, timeout=120):
         except (RuntimeError, subprocess.TimeoutExpired, OSError) as e:
             out[a.name] = {"error": f"{NO_VALGRIND[a.name]} ({e})" if a.name in NO_VALGRIND else str(e)}
     return out
+
+
+def handfused_instr(build_dir, smoke, timeout=120):
+    """fastpath-instr of the fast path fused by hand (bench/zero_cost), the
+    yardstick of the composition-cost table; None when not built."""
+    lib = os.path.join(build_dir, "bench", "zero_cost", "libtenon_handfused.so")
+    if not os.path.exists(lib):
+        return None
+    from .allocators import Allocator
+    return fastpath_instr(build_dir, [Allocator("tenon-handfused", lib)], smoke, timeout).get("tenon-handfused")
 
 
 def pool_bench(build_dir, smoke, timeout=120):

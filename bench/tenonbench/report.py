@@ -98,7 +98,30 @@ def paired_rows(paired_t, paired_c, unpaired_t, others):
     return header, rows, {"time": gm_t, "cpu": gm_c, "medians": gm_u}
 
 
-def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, charts):
+# The zero-overhead check of the layer API (docs/layers.md): libtenon.so,
+# the same composition under three pass_through layers, the fast path fused
+# by hand.
+COMPOSITION = [("(a) libtenon.so", "tenon"), ("(b) three pass_through layers over it", "tenon-passthrough3"),
+               ("(c) fast path fused by hand", "tenon-handfused")]
+
+
+def composition_cost(fast, allocs, gm_t, gm_r):
+    """The report's composition-cost section: instructions per pair of (a),
+    (b) and (c), and the suite geomeans of (a) and (b)."""
+    if not fast or "tenon" not in allocs:
+        return []
+    rows = [[name, _f(fast.get(a, {}).get("instr"), "{:.1f}", "n/a"),
+             _f(gm_t.get(a)) if a in allocs else "", _f(gm_r.get(a)) if a in allocs else ""]
+            for name, a in COMPOSITION if a in allocs or a in fast]
+    return ["## Composition cost", "",
+            "The layer API's promise, measured: the default allocator, the same under three "
+            "`tenon::pass_through` layers, and its fast path written out by hand (not run through "
+            "the suite). Instructions per `free(malloc(32))` pair (callgrind, the loop's own included) "
+            "and the suite's geometric means relative to the baseline.", "",
+            md_table(["build", "instr/pair", "geomean time", "geomean peak RSS"], rows), ""]
+
+
+def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, charts, security=None):
     summary = stats.summarize(runs, rows, allocs)
     norm_t = stats.normalise(summary, baseline, "wall_s")
     norm_r = stats.normalise(summary, baseline, "rss_kib")
@@ -109,10 +132,13 @@ def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, ch
     size_t = stats.size_table(runs, labels["size"]) if "size" in labels else {}
     chunk_t = stats.chunk_table(runs, labels["chunk"]) if "chunk" in labels else {}
     lat_t = stats.latency_table(runs, labels["latency"]) if "latency" in labels else {}
+    opsize_t = stats.op_size_table(runs, labels["opsize"]) if "opsize" in labels else {}
+    scale_t = stats.scaling_table(runs, labels["scaling"]) if "scaling" in labels else {}
+    replays = [(w, label) for w, _, label in rows if w.kind == "replay"]
 
     files = {}
     if charts is not None:
-        files = charts(summary, norm_t, norm_r, size_t, chunk_t, lat_t)
+        files = charts(summary, norm_t, norm_r, size_t, chunk_t, lat_t, opsize_t, scale_t)
 
     header, srows = summary_rows(summary, norm_t, gm_t, gm_c, gm_r, allocs, baseline, fast)
     subject = PAIRED_SUBJECT if PAIRED_SUBJECT in allocs else None
@@ -134,6 +160,8 @@ def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, ch
                          for a in meta["allocators"]])]
     if meta["skipped"]:
         md += ["", "Skipped: " + "; ".join(f"**{n}** ({why})" for n, why in meta["skipped"])]
+    if meta.get("skipped_rows"):
+        md += ["", "Rows skipped: " + "; ".join(f"**{n}** ({why})" for n, why in meta["skipped_rows"])]
     md += ["", "## Summary: time relative to " + baseline, "", md_table(header, srows), ""]
     if paired_t:
         md += [f"## Paired: {subject}'s time over each peer's", "",
@@ -144,7 +172,9 @@ def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, ch
                "for comparison.", "", md_table(pheader, prows), ""]
     chart_titles = [("norm_time", "Time relative to " + baseline), ("norm_rss", "Peak RSS relative to " + baseline),
                     ("size_sweep", "Time against allocation size"), ("thread_chunks", "Per-thread chunks against size"),
-                    ("threads", "Throughput against threads"), ("latency", "Latency percentiles (log scale)")]
+                    ("threads", "Throughput against threads"), ("latency", "Latency percentiles (log scale)"),
+                    ("op_size", "Time per call against block size"),
+                    ("thread_scaling", "Time against threads (1 ... 20)")]
     md += ["## Charts", ""]
     for key, title in chart_titles:
         if files.get(key):
@@ -178,6 +208,8 @@ def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, ch
     else:
         md += ["(not run)", ""]
 
+    md += composition_cost(fast, allocs, gm_t, gm_r)
+
     if size_t:
         keys = sorted({k for cells in size_t.values() for k in cells}, key=lambda k: (k[0] != "malloc", k[1]))
         md += ["## Time against allocation size", "",
@@ -205,6 +237,50 @@ def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, ch
                     lrows.append([f"{op} {a}"] + [_f(d.get(p), "{:.0f}") for p in PERCENTILES] + [d.get("n", 0)])
         md += [f"## Latency ({unit})", "", "Sampled one call in eight; medians of each percentile over the repeats, max of max.", "",
                md_table(["op / allocator"] + PERCENTILES + ["samples"], lrows), ""]
+    if opsize_t:
+        keys = sorted({k for cells in opsize_t.values() for k in cells},
+                      key=lambda k: (stats.OPSIZE_OPS.index(k[0]) if k[0] in stats.OPSIZE_OPS else 9, k[1]))
+        md += ["## Time per call against block size", "",
+               "One call on its own (`op-size`): a batch of up to 256 blocks of the size (about 8 MiB in all, at "
+               "least one) is allocated, freed, calloc'd, or grown by realloc from half the size, and only the calls "
+               "are timed; every page of every block is written between the timed batches. Median of 3 rounds.", "",
+               md_table(["op", "KiB"] + allocs, [[op, b >> 10] + [_dur(opsize_t.get(a, {}).get((op, b))) for a in allocs]
+                                                for op, b in keys]), ""]
+    if scale_t:
+        ncpu = os.cpu_count() or 1
+        threads = sorted({t for cells in scale_t.values() for t in cells})
+        md += ["## Time against threads", "",
+               f"`thread-scaling`: the same work (random replacements, one in 8 handed to another thread and freed "
+               f"there) split over 1 ... {threads[-1]} threads; ns per operation, all threads together, median of 3 "
+               f"trials in each run, medians over the runs (lower is "
+               f"better). **This machine has {ncpu} CPUs: from {ncpu + 1} threads on the threads are oversubscribed** "
+               "(more threads than CPUs, so threads are preempted in the middle of allocator calls and the others "
+               "must not wait for them).", "",
+               md_table(["threads"] + allocs, [[t if t <= ncpu else f"{t} (over)"] +
+                                               [_f(scale_t.get(a, {}).get(t), "{:.1f}") for a in allocs]
+                                               for t in threads]), ""]
+    if replays:
+        md += ["## Replayed programs", "",
+               "Traces of real programs recorded once with `libtenon-trace.so` (over glibc) and replayed by "
+               "`tenon-replay` under each allocator, one replay thread per traced thread (docs/measure.md). A "
+               "replay row's time and peak RSS are the replay's own (its REPLAY line: without reading and planning "
+               "the trace); user+sys is the whole process. Latency: 1 call in 8 timed, ns, medians over the "
+               "repeats (max: the largest).", ""]
+        for w, label in replays:
+            info = stats.trace_info(runs, label)
+            lat = stats.latency_table(runs, label)
+            md += [f"### {label}", "", f"{w.about}. The trace: {info.get('calls', '?')} calls "
+                   f"({info.get('malloc', 0)} malloc, {info.get('calloc', 0)} calloc, {info.get('realloc', 0)} realloc, "
+                   f"{info.get('aligned', 0)} aligned, {info.get('free', 0)} free), {info.get('threads', '?')} thread(s), "
+                   f"{info.get('bytes', 0) / 2**20:.0f} MiB asked.", ""]
+            lrows = []
+            for op in ("malloc", "free"):
+                for a in allocs:
+                    d = lat.get(a, {}).get(op)
+                    if d:
+                        lrows.append([f"{op} {a}"] + [_f(d.get(p), "{:.0f}") for p in PERCENTILES])
+            if lrows:
+                md += [md_table(["op / allocator"] + PERCENTILES, lrows), ""]
     md += ["## Bulk pool", ""]
     md += [pool_md if pool_md else "(not run: `bench/pool/mass_pool_bench` is not built)", ""]
     md += ["## Freeze test", "",
@@ -217,6 +293,10 @@ def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, ch
                                 if "error" not in r else ["error", r["error"][:120], "", ""]) for a, r in freeze.items()]), ""]
     else:
         md += ["(not run: `tests/freeze/freeze_probe` is not built)", ""]
+    if security:
+        from . import security as secbench  # here: security.py uses md_table from this module
+        md += ["## Security: misuse programs", "", secbench.markdown(security, allocs), ""]
+        secbench.write_csv(security, os.path.join(out_dir, "security.csv"))
     fails = [r for r in runs if not r["ok"]]
     if fails:
         md += ["## Failed runs", "", md_table(["row", "allocator", "rep", "exit", "stderr"],
@@ -243,6 +323,9 @@ def write(out_dir, meta, runs, rows, allocs, baseline, fast, pool_md, freeze, ch
                    "normalised_time": norm_t, "normalised_rss": norm_r,
                    "geomean_time": gm_t, "geomean_cpu": gm_c, "geomean_rss": gm_r, "fastpath_instr": fast,
                    "size_sweep": tuple_keys(size_t), "thread_chunks": tuple_keys(chunk_t), "latency": lat_t,
-                   "pool_markdown": pool_md, "freeze": freeze, "charts": files}, f, indent=1, default=str)
+                   "op_size": {a: {",".join(map(str, k)): v for k, v in cells.items()} for a, cells in opsize_t.items()},
+                   "thread_scaling": scale_t,
+                   "pool_markdown": pool_md, "freeze": freeze, "security": security, "charts": files},
+                  f, indent=1, default=str)
     paired_text = text_table(pheader, prows) if paired_t else None
     return text_table(header, srows), files, paired_text

@@ -135,3 +135,26 @@ def ratio_of_medians(summary, subject, others, key="wall_s"):
         a = per.get(subject, {}).get(key)
         out[row] = {p: (a / per[p][key] if a and per.get(p, {}).get(key) else None) for p in others}
     return out
+
+
+OPSIZE_OPS = ["malloc", "free", "calloc", "realloc"]
+
+
+def op_size_table(runs, label):
+    """{alloc: {(op, bytes): median ns per call}} from op-size's OPSIZE lines."""
+    cells = _cells(runs, label, "OPSIZE", ["op", "bytes"])
+    return {a: {k: median([m["ns_per_call"] for m in ms]) for k, ms in per.items()} for a, per in cells.items()}
+
+
+def scaling_table(runs, label):
+    """{alloc: {threads: median ns per operation}} from thread-scaling's SCALE lines."""
+    cells = _cells(runs, label, "SCALE", ["threads"])
+    return {a: {k[0]: median([m["ns_per_op"] for m in ms]) for k, ms in per.items()} for a, per in cells.items()}
+
+
+def trace_info(runs, label):
+    """What a replay row's trace holds (its TRACE line), from any run of it."""
+    for r in runs:
+        if r["row"] == label and r["metrics"].get("TRACE"):
+            return r["metrics"]["TRACE"][0]
+    return {}

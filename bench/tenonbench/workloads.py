@@ -16,11 +16,12 @@ class Workload:
     args: list              # full-scale arguments after THREADS (or all, if not threaded)
     smoke_args: list
     threaded: bool = True
-    kind: str = "time"      # time | size | chunk | latency
+    kind: str = "time"      # time | size | chunk | latency | opsize | scaling | replay
     env: dict = field(default_factory=dict)
     fixed_threads: int | None = None  # threaded program run at one count only
     max_repeat: int | None = None     # long sweeps run fewer times than --repeat
     about: str = ""
+    trace: str | None = None          # replay rows: the trace (tenonbench/traces.py) tenon-replay replays
 
 
 WORKLOADS = [
@@ -54,9 +55,24 @@ WORKLOADS = [
              max_repeat=1, about="malloc/calloc + touch + free, 2 MiB ... 1 GiB"),
     Workload("thread-chunks", "thread_chunks", ["128", "1,2,4,8,20"], ["4", "1,2"], threaded=False,
              kind="chunk", max_repeat=2, about="per-thread 130 KiB ... 33 MiB chunks with memset, 1 ... 20 threads"),
+    Workload("op-size", "op_size", ["65536", "8", "3"], ["1024", "1", "1"], threaded=False, kind="opsize",
+             max_repeat=1, about="time of one malloc, free, calloc, realloc (from half the size) at 1 KiB ... 64 MiB, "
+                                 "batches of up to 256 blocks, pages written between the timed batches"),
+    Workload("thread-scaling", "thread_scaling", ["1000000", "20", "3"], ["20000", "4", "1"], threaded=False,
+             kind="scaling", max_repeat=1,
+             about="1 million random replacements (16 B - 32 KiB, 1 in 8 through a shared exchange: remote frees) "
+                   "split over 1, 2, ... 20 threads, median of 3 trials per count"),
+    Workload("replay-python", "tenon-replay", [], [], threaded=False, kind="replay", trace="python",
+             about="replay of a trace of CPython, 3 producer threads and 1 consumer (time and RSS: the replay alone)"),
+    Workload("replay-g++", "tenon-replay", [], [], threaded=False, kind="replay", trace="g++",
+             about="replay of a trace of the C++ compiler (cc1plus) compiling larson.cpp at -O2"),
+    Workload("replay-sqlite", "tenon-replay", [], [], threaded=False, kind="replay", trace="sqlite",
+             about="replay of a trace of sqlite3 building, indexing, querying and sorting a 200,000-row table"),
 ]
 
 DEFAULT_THREADS = [1, 2, 16, 64]
+# The rows that are not timed workloads (bench/tenonbench/extras.py, security.py).
+EXTRAS = ("fastpath-instr", "pool", "freeze", "security")
 SMOKE_THREADS = [2, 16]
 
 
@@ -66,7 +82,7 @@ def select(only):
         return list(WORKLOADS)
     names = [n.strip() for o in only for n in o.split(",") if n.strip()]
     known = {w.name: w for w in WORKLOADS}
-    extra_names = {"fastpath-instr", "pool", "freeze"}
+    extra_names = set(EXTRAS)
     bad = [n for n in names if n not in known and n not in extra_names]
     if bad:
         raise SystemExit(f"unknown workload(s) {bad}; known: {sorted(known) + sorted(extra_names)}")
@@ -88,6 +104,9 @@ def rows(workloads, threads):
 
 
 def command(w, threads, smoke, build_dir, src_dir):
+    if w.trace:
+        from . import traces
+        return [os.path.join(build_dir, "src", "measure", "tenon-replay"), traces.trace_path(build_dir, smoke, w.trace)]
     args = list(w.smoke_args if smoke else w.args)
     if w.program.endswith(".py"):
         return [sys.executable, os.path.join(src_dir, "workloads", w.program)] + args

@@ -8,7 +8,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from tenonbench import allocators, load, report, runner, stats, workloads  # noqa: E402
+from tenonbench import allocators, load, report, runner, stats, traces, workloads  # noqa: E402
 
 
 def run(row, alloc, wall, rss=1000, ok=True, rep=0, metrics=None):
@@ -177,6 +177,69 @@ class RowsTest(unittest.TestCase):
     def test_default_has_oversubscription(self):
         self.assertIn(16, workloads.DEFAULT_THREADS)
         self.assertIn(64, workloads.DEFAULT_THREADS)
+
+
+class MeasureRowsTest(unittest.TestCase):
+    """op-size, thread-scaling and the replay rows."""
+
+    def test_op_size_and_scaling_tables(self):
+        m1 = {"OPSIZE": [{"op": "malloc", "bytes": 1024, "ns_per_call": 10.0},
+                         {"op": "free", "bytes": 1024, "ns_per_call": 4.0}],
+              "SCALE": [{"threads": 1, "ns_per_op": 50.0}, {"threads": 2, "ns_per_op": 30.0}]}
+        m2 = {"OPSIZE": [{"op": "malloc", "bytes": 1024, "ns_per_call": 30.0}],
+              "SCALE": [{"threads": 1, "ns_per_op": 70.0}]}
+        runs = [run("r", "x", 1, metrics=m1), run("r", "x", 1, metrics=m2), run("r", "y", 1, ok=False, metrics=m2)]
+        t = stats.op_size_table(runs, "r")
+        self.assertEqual(t["x"][("malloc", 1024)], 20.0)
+        self.assertEqual(t["x"][("free", 1024)], 4.0)
+        self.assertNotIn("y", t)  # failed runs do not count
+        s = stats.scaling_table(runs, "r")
+        self.assertEqual(s["x"], {1: 60.0, 2: 30.0})
+
+    def test_replay_row_measures_the_replay_alone(self):
+        r = {"wall_s": 2.0, "maxrss_kib": 90000}
+        traces.replay_only(r, {"REPLAY": [{"wall_s": 0.5, "replay_rss_kib": 30000, "peak_reset": 1}]})
+        self.assertEqual((r["wall_s"], r["maxrss_kib"]), (0.5, 30000))
+        self.assertEqual((r["process_wall_s"], r["process_maxrss_kib"]), (2.0, 90000))
+        r = {"wall_s": 2.0, "maxrss_kib": 90000}
+        traces.replay_only(r, {"REPLAY": [{"wall_s": 0.5, "replay_rss_kib": 30000, "peak_reset": 0}]})
+        self.assertEqual((r["wall_s"], r["maxrss_kib"]), (0.5, 90000))  # no peak reset: the process's RSS
+        self.assertEqual(stats.trace_info([run("t", "x", 1, metrics={"TRACE": [{"calls": 7}]})], "t"), {"calls": 7})
+
+    def test_replay_rows_run_tenon_replay_on_their_trace(self):
+        ws = workloads.select(["replay-python,replay-g++,replay-sqlite"])
+        self.assertEqual([w.trace for w in ws], ["python", "g++", "sqlite"])
+        self.assertTrue(all(w.trace in traces.RECIPES for w in ws))
+        cmd = workloads.command(ws[2], None, True, "/b", "/src")
+        self.assertEqual(cmd, ["/b/src/measure/tenon-replay", "/b/bench/traces/smoke/sqlite.trace"])
+
+    def test_traces_are_recorded_once_and_missing_tools_skipped(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "src", "measure"))
+            lib = os.path.join(d, "src", "measure", "libtenon-trace.so")
+            with open(lib, "w") as f:
+                f.write("not really a library")
+            saved = dict(traces.RECIPES)
+            try:
+                traces.RECIPES["none"] = traces.Recipe("none", "no-such-tool-here", "no-such-package", ["true"], [], [])
+                traces.RECIPES["cached"] = traces.Recipe("cached", "sh", "dash", ["sh", "-c", "echo v1"],
+                                                         ["sh", "-c", "exit 1"], ["sh", "-c", "exit 1"])
+                os.makedirs(traces.trace_dir(d, True))
+                with open(traces.trace_path(d, True, "cached"), "w") as f:
+                    f.write("trace")
+                with open(os.path.join(traces.trace_dir(d, True), "cached.recipe"), "w") as f:
+                    f.write(traces._recipe_text(traces.RECIPES["cached"], True, lib))
+                log = open(os.devnull, "w")
+                got = traces.prepare(d, True, ["none", "cached"], log=log)
+                self.assertIn("apt-get install no-such-package", got["none"])
+                self.assertEqual(got["cached"], "")  # reused: recording it would have failed
+                with open(lib, "a") as f:
+                    f.write(" changed")  # another trace library: recorded again (and here it fails)
+                self.assertIn("exited 1", traces.prepare(d, True, ["cached"], log=log)["cached"])
+                log.close()
+            finally:
+                traces.RECIPES.clear()
+                traces.RECIPES.update(saved)
 
 
 class TableTest(unittest.TestCase):

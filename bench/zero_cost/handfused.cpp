@@ -7,38 +7,39 @@
 namespace {
 
 using namespace tenon;
+using config = default_config;
 
 struct handfused : default_allocator {
   static void* alloc(std::size_t n) noexcept {
     if (__builtin_expect(n <= 1024, 1)) {
       unsigned cls = kClasses.small[(n + 7) >> 3];
-      heap* h = t_heap;
+      heap<config>* h = t_thread<config>.current;
       span* s = h->current[cls];
       if (block* b = s->free; __builtin_expect(b != nullptr, 1)) {
         s->free = b->next;
         ++s->used;
         return b;
       }
-      return heap_alloc_slow(h, cls);
+      return g_default_engine.heaps.alloc_slow(h, cls);
     }
     return default_allocator::alloc(n);
   }
 
   static void dealloc(void* p) noexcept {
     if (__builtin_expect(lookup::is_regular(p), 1)) {
-      span* s = span_of(p);
-      heap* h = t_heap;
+      span* s = lookup::span_of(p);
+      heap<config>* h = t_thread<config>.current;
       if (__builtin_expect(s->owner.load(std::memory_order_relaxed) == h, 1)) {
         auto* b = static_cast<block*>(p);
         b->next = s->free;
         s->free = b;
-        if (__builtin_expect(--s->used < s->low_mark, 0)) heap_local_free_slow(h, s);
+        if (__builtin_expect(--s->used < s->low_mark, 0)) g_default_engine.heaps.local_free_slow(h, s);
         return;
       }
-      heap_free_other(h, s, p);
+      default_allocator::free_not_owned(h, s, p);
       return;
     }
-    api::free_irregular(p);
+    default_allocator::free_irregular(p);
   }
 };
 

@@ -13,10 +13,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include <bit>
 #include <cstddef>
 #include <new>
 
-#include "platform/os.h"
+#include "tenon/platform/os.h"
 
 namespace tenon {
 
@@ -37,8 +38,9 @@ std::new_handler current_new_handler() noexcept;
 // A nothrow form failed while a new_handler is installed (which may throw):
 // the next definition of `symbol` in line (libstdc++'s) runs the handler
 // loop around the throwing form inside its own try/catch. nullptr if none.
-void* next_nothrow_new(const char* symbol, std::size_t n) noexcept;
-void* next_nothrow_new_aligned(const char* symbol, std::size_t n, std::align_val_t al) noexcept;
+enum class nothrow_form { scalar, array };
+void* next_nothrow_new(nothrow_form form, std::size_t n) noexcept;
+void* next_nothrow_new_aligned(nothrow_form form, std::size_t n, std::align_val_t al) noexcept;
 
 }  // namespace detail
 
@@ -83,7 +85,17 @@ struct standard_api {
     return aligned(align, n);
   }
 
-  static void* memalign(std::size_t align, std::size_t n) noexcept { return aligned_alloc(align, n); }
+  // memalign follows glibc rather than aligned_alloc's C17 rule (programs
+  // written against glibc pass such alignments): one that is not a power of
+  // two is rounded up to the next (0 asks for no alignment: malloc's); only
+  // one above SIZE_MAX / 2 + 1, with no power of two to round to, is EINVAL.
+  static void* memalign(std::size_t align, std::size_t n) noexcept {
+    if (align > SIZE_MAX / 2 + 1) {
+      errno = EINVAL;
+      return nullptr;
+    }
+    return aligned(align == 0 ? 1 : std::bit_ceil(align), n);
+  }
 
   static int posix_memalign(void** out, std::size_t align, std::size_t n) noexcept {
     if (!detail::is_power_of_two(align) || align < sizeof(void*)) return EINVAL;
@@ -118,13 +130,13 @@ struct standard_api {
   static void* op_new_aligned(std::size_t n, std::align_val_t al) {
     return handler_loop([=] { return new_aligned(n, al); });
   }
-  static void* op_new_nothrow(std::size_t n, const char* next_symbol) noexcept {
+  static void* op_new_nothrow(std::size_t n, detail::nothrow_form form) noexcept {
     if (void* p = L::alloc(n)) return p;
-    return detail::current_new_handler() ? detail::next_nothrow_new(next_symbol, n) : nullptr;
+    return detail::current_new_handler() ? detail::next_nothrow_new(form, n) : nullptr;
   }
-  static void* op_new_aligned_nothrow(std::size_t n, std::align_val_t al, const char* next_symbol) noexcept {
+  static void* op_new_aligned_nothrow(std::size_t n, std::align_val_t al, detail::nothrow_form form) noexcept {
     if (void* p = new_aligned(n, al)) return p;
-    return detail::current_new_handler() ? detail::next_nothrow_new_aligned(next_symbol, n, al) : nullptr;
+    return detail::current_new_handler() ? detail::next_nothrow_new_aligned(form, n, al) : nullptr;
   }
 
  private:
@@ -190,10 +202,10 @@ struct standard_api {
   TENON_EXPORTED void* operator new(std::size_t n) { return ::tenon::standard_api<T>::op_new(n); }              \
   TENON_EXPORTED void* operator new[](std::size_t n) { return ::tenon::standard_api<T>::op_new(n); }            \
   TENON_EXPORTED void* operator new(std::size_t n, const std::nothrow_t&) noexcept {                            \
-    return ::tenon::standard_api<T>::op_new_nothrow(n, "_ZnwmRKSt9nothrow_t");                                  \
+    return ::tenon::standard_api<T>::op_new_nothrow(n, ::tenon::detail::nothrow_form::scalar);                  \
   }                                                                                                             \
   TENON_EXPORTED void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {                          \
-    return ::tenon::standard_api<T>::op_new_nothrow(n, "_ZnamRKSt9nothrow_t");                                  \
+    return ::tenon::standard_api<T>::op_new_nothrow(n, ::tenon::detail::nothrow_form::array);                   \
   }                                                                                                             \
   TENON_EXPORTED void* operator new(std::size_t n, std::align_val_t al) {                                       \
     return ::tenon::standard_api<T>::op_new_aligned(n, al);                                                     \
@@ -202,10 +214,10 @@ struct standard_api {
     return ::tenon::standard_api<T>::op_new_aligned(n, al);                                                     \
   }                                                                                                             \
   TENON_EXPORTED void* operator new(std::size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {       \
-    return ::tenon::standard_api<T>::op_new_aligned_nothrow(n, al, "_ZnwmSt11align_val_tRKSt9nothrow_t");       \
+    return ::tenon::standard_api<T>::op_new_aligned_nothrow(n, al, ::tenon::detail::nothrow_form::scalar);      \
   }                                                                                                             \
   TENON_EXPORTED void* operator new[](std::size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {     \
-    return ::tenon::standard_api<T>::op_new_aligned_nothrow(n, al, "_ZnamSt11align_val_tRKSt9nothrow_t");       \
+    return ::tenon::standard_api<T>::op_new_aligned_nothrow(n, al, ::tenon::detail::nothrow_form::array);       \
   }                                                                                                             \
   TENON_EXPORTED void operator delete(void* p) noexcept { ::tenon::standard_api<T>::free(p); }                  \
   TENON_EXPORTED void operator delete[](void* p) noexcept { ::tenon::standard_api<T>::free(p); }                \

@@ -51,6 +51,15 @@ struct pass_through;
 
 namespace detail {
 
+// Whether two functions are the same one, decided by template argument
+// matching: GCC cannot compare function addresses in a constant expression
+// under -fsanitize=undefined (it keeps null-pointer checks), but it can match
+// template arguments.
+template <auto A, auto B>
+inline constexpr bool same_fn = false;
+template <auto A>
+inline constexpr bool same_fn<A, A> = true;
+
 template <class L>
 concept wraps = requires { typename L::inner; } && layer<typename L::inner>;
 
@@ -63,8 +72,8 @@ template <class L>
 consteval bool forwards_blocks() {
   if constexpr (wraps<L>) {
     using base = pass_through<typename L::inner>;
-    return &L::alloc == &base::alloc && &L::alloc_aligned == &base::alloc_aligned &&
-           &L::dealloc == &base::dealloc && &L::usable_size == &base::usable_size;
+    return same_fn<&L::alloc, &base::alloc> && same_fn<&L::alloc_aligned, &base::alloc_aligned> &&
+           same_fn<&L::dealloc, &base::dealloc> && same_fn<&L::usable_size, &base::usable_size>;
   } else {
     return false;
   }
@@ -72,9 +81,9 @@ consteval bool forwards_blocks() {
 
 // A hook of L applies if L wrote it itself, or inherited it from a
 // pass_through while forwarding its blocks unchanged.
-template <class L>
-consteval bool hook_applies(auto own, auto inherited) {
-  return own != inherited || forwards_blocks<L>();
+template <class L, auto Own, auto Inherited>
+consteval bool hook_applies() {
+  return !same_fn<Own, Inherited> || forwards_blocks<L>();
 }
 
 }  // namespace detail
@@ -131,30 +140,30 @@ struct layer_ops {
   static consteval bool has_realloc() {
     if constexpr (!requires(void* p, std::size_t n) { { L::realloc(p, n) } noexcept -> std::same_as<void*>; }) return false;
     else if constexpr (!detail::wraps<L>) return true;
-    else return detail::hook_applies<L>(&L::realloc, &pass_through<typename L::inner>::realloc);
+    else return detail::hook_applies<L, &L::realloc, &pass_through<typename L::inner>::realloc>();
   }
   static consteval bool has_alloc_zeroed() {
     if constexpr (!requires(std::size_t n) { { L::alloc_zeroed(n) } noexcept -> std::same_as<void*>; }) return false;
     else if constexpr (!detail::wraps<L>) return true;
-    else return detail::hook_applies<L>(&L::alloc_zeroed, &pass_through<typename L::inner>::alloc_zeroed);
+    else return detail::hook_applies<L, &L::alloc_zeroed, &pass_through<typename L::inner>::alloc_zeroed>();
   }
   static consteval bool has_dealloc_sized() {
     if constexpr (!requires(void* p, std::size_t n) { { L::dealloc_sized(p, n) } noexcept; }) return false;
     else if constexpr (!detail::wraps<L>) return true;
-    else return detail::hook_applies<L>(&L::dealloc_sized, &pass_through<typename L::inner>::dealloc_sized);
+    else return detail::hook_applies<L, &L::dealloc_sized, &pass_through<typename L::inner>::dealloc_sized>();
   }
   static consteval bool has_dealloc_aligned_sized() {
     if constexpr (!requires(void* p, std::size_t a, std::size_t n) { { L::dealloc_aligned_sized(p, a, n) } noexcept; })
       return false;
     else if constexpr (!detail::wraps<L>) return true;
     else
-      return detail::hook_applies<L>(&L::dealloc_aligned_sized,
-                                     &pass_through<typename L::inner>::dealloc_aligned_sized);
+      return detail::hook_applies<L, &L::dealloc_aligned_sized,
+                                  &pass_through<typename L::inner>::dealloc_aligned_sized>();
   }
   static consteval bool has_trim() {
     if constexpr (!requires(std::size_t n) { { L::trim(n) } noexcept -> std::same_as<int>; }) return false;
     else if constexpr (!detail::wraps<L>) return true;
-    else return detail::hook_applies<L>(&L::trim, &pass_through<typename L::inner>::trim);
+    else return detail::hook_applies<L, &L::trim, &pass_through<typename L::inner>::trim>();
   }
 };
 

@@ -1,10 +1,8 @@
 // The hook behind TENON_INJECT_POINT (built only with -DTENON_INJECT=ON).
-#include "common/inject.h"
+#include "tenon/common/inject.h"
 
 #ifdef TENON_INJECT
 #include <atomic>
-
-#include "tenon/tenon.h"
 
 namespace {
 std::atomic<tenon_inject_hook_fn> g_hook{nullptr};
@@ -16,7 +14,7 @@ void hit(const char* point) {
 }
 }  // namespace tenon::inject
 
-extern "C" TENON_API void tenon_inject_set_hook(tenon_inject_hook_fn fn) {
+extern "C" void tenon_inject_set_hook(tenon_inject_hook_fn fn) {
   g_hook.store(fn, std::memory_order_release);
 }
 #endif

@@ -3,7 +3,11 @@
 // do not replace the system allocator. docs/api.md lists every edge case.
 #include "tenon/tenon.h"
 
+#include <errno.h>
+
 #include "tenon/layer.hpp"
+#include "tenon/platform/fixed_region.h"
+#include "tenon/platform/os.h"
 
 using api_t = tenon::standard_api<tenon::default_allocator>;
 
@@ -23,7 +27,17 @@ TENON_API void* tenon_valloc(size_t n) { return api_t::valloc(n); }
 TENON_API void* tenon_pvalloc(size_t n) { return api_t::pvalloc(n); }
 TENON_API size_t tenon_malloc_usable_size(const void* p) { return api_t::malloc_usable_size(p); }
 TENON_API int tenon_malloc_trim(size_t pad) { return api_t::malloc_trim(pad); }
-TENON_API int tenon_owns(const void* p) { return tenon::api::owns(p); }
-TENON_API void tenon_stats_print(void) { tenon::stats_print_all(); }
+TENON_API int tenon_owns(const void* p) { return tenon::default_allocator::owns(p); }
+TENON_API int tenon_set_memory_source(const tenon_memory_source* source) {
+  if (!source || !source->reserve) return EINVAL;
+  return tenon::os::set_memory_source({source->reserve, source->release, source->context}) ? 0 : EBUSY;
+}
+
+TENON_API int tenon_use_fixed_region(void* base, size_t size) {
+  if (!base || size < 2 * tenon::kChunkSize) return EINVAL;
+  return tenon::os::use_fixed_region(base, size) ? 0 : EBUSY;
+}
+
+TENON_API void tenon_stats_print(void) { tenon::g_default_engine.print_stats(); }
 
 }  // extern "C"

@@ -11,11 +11,10 @@
 // installed (which may throw), it hands the request to the next definition
 // of that form in line, libstdc++'s, which calls our throwing operator new
 // inside its own try/catch and returns nullptr on bad_alloc.
-#include <dlfcn.h>
-#include <stdlib.h>
-#include <unistd.h>
+#include <atomic>
 
 #include "tenon/layer.hpp"
+#include "tenon/platform/os.h"
 
 // Weak, asm-named views of std::get_new_handler and std::__throw_bad_alloc.
 extern "C" {
@@ -25,32 +24,56 @@ std::new_handler tenon_weak_get_new_handler() noexcept __asm__("_ZSt15get_new_ha
 
 namespace tenon::detail {
 
+namespace {
+
+// The next definitions of the nothrow forms in line (libstdc++'s), looked up
+// when the library is loaded: dlsym takes the dynamic linker's lock, which a
+// thread stopped inside dlopen would hold for ever, so no allocation may
+// call it. A handler can only be installed where libstdc++ is loaded; a C
+// program that loads it later (a C++ library dlopen'ed) finds nothing here
+// at load and looks once more on this rare path, the only time it can.
+constexpr int kForms = 4;  // [aligned][array]
+const char* const kNextSymbols[kForms] = {"_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t",
+                                          "_ZnwmSt11align_val_tRKSt9nothrow_t",
+                                          "_ZnamSt11align_val_tRKSt9nothrow_t"};
+std::atomic<void*> g_next[kForms];
+
+void* next_form(bool aligned, nothrow_form form) {
+  int f = (aligned ? 2 : 0) + (form == nothrow_form::array ? 1 : 0);
+  void* fn = g_next[f].load(std::memory_order_acquire);
+  if (!fn && (fn = os::next_symbol(kNextSymbols[f]))) g_next[f].store(fn, std::memory_order_release);
+  return fn;
+}
+
+__attribute__((constructor)) void resolve_next_forms_at_load() {
+  for (int f = 0; f < kForms; ++f) g_next[f].store(os::next_symbol(kNextSymbols[f]), std::memory_order_release);
+}
+
+// The tag is our own: the std::nothrow object lives in libstdc++, which we
+// do not link.
+const std::nothrow_t kNothrow{};
+
+}  // namespace
+
 std::new_handler current_new_handler() noexcept {
   return tenon_weak_get_new_handler ? tenon_weak_get_new_handler() : nullptr;
 }
 
 void throw_bad_alloc() {
   if (tenon_weak_throw_bad_alloc) tenon_weak_throw_bad_alloc();
-  static const char msg[] = "tenon: operator new failed and libstdc++ is not loaded to throw std::bad_alloc\n";
-  ssize_t r = write(2, msg, sizeof msg - 1);
-  (void)r;
-  abort();
+  os::write_error("tenon: operator new failed and libstdc++ is not loaded to throw std::bad_alloc\n");
+  os::abort_process();
 }
 
-// A handler can only be installed where libstdc++ is loaded, so the lookup
-// (on this rare path only) finds its definition. The tag is our own: the
-// std::nothrow object lives in libstdc++, which we do not link.
-static const std::nothrow_t kNothrow{};
-
-void* next_nothrow_new(const char* symbol, std::size_t n) noexcept {
+void* next_nothrow_new(nothrow_form form, std::size_t n) noexcept {
   using fn = void* (*)(std::size_t, const std::nothrow_t&);
-  auto next = reinterpret_cast<fn>(dlsym(RTLD_NEXT, symbol));
+  auto next = reinterpret_cast<fn>(next_form(false, form));
   return next ? next(n, kNothrow) : nullptr;
 }
 
-void* next_nothrow_new_aligned(const char* symbol, std::size_t n, std::align_val_t al) noexcept {
+void* next_nothrow_new_aligned(nothrow_form form, std::size_t n, std::align_val_t al) noexcept {
   using fn = void* (*)(std::size_t, std::align_val_t, const std::nothrow_t&);
-  auto next = reinterpret_cast<fn>(dlsym(RTLD_NEXT, symbol));
+  auto next = reinterpret_cast<fn>(next_form(true, form));
   return next ? next(n, al, kNothrow) : nullptr;
 }
 

@@ -1,30 +1,19 @@
-#include "lookup/chunk_map.h"
+#include "tenon/lookup/chunk_map.h"
 
 namespace tenon::lookup {
 
-constinit unit_bitmap g_regular{};
-constinit unit_bitmap g_huge_near{};
-constinit unit_bitmap g_huge_far{};
+constinit chunk_table g_chunk_table{};
 
-namespace {
-unit_bitmap& map_for(map_kind kind) {
-  switch (kind) {
-    case map_kind::regular: return g_regular;
-    case map_kind::huge_near: return g_huge_near;
-    case map_kind::huge_far: break;
-  }
-  return g_huge_far;
-}
-}  // namespace
-
-void mark(map_kind kind, const void* unit_base) {
-  std::uintptr_t u = unit_of(unit_base);
-  map_for(kind).words[u >> 6].fetch_or(std::uint64_t{1} << (u & 63), std::memory_order_release);
-}
-
-void unmark(map_kind kind, const void* unit_base) {
-  std::uintptr_t u = unit_of(unit_base);
-  map_for(kind).words[u >> 6].fetch_and(~(std::uint64_t{1} << (u & 63)), std::memory_order_release);
+bool add_chunk(const void* chunk_base) {
+  std::uintptr_t s = unit_of(chunk_base) & ((std::uintptr_t{1} << kChunkTableBits) - 1);
+  std::uintptr_t empty = 0;
+  if (g_chunk_table.slot[s].compare_exchange_strong(empty, chunk_tag(chunk_base), std::memory_order_release,
+                                                    std::memory_order_relaxed))
+    return true;
+  // The slot is another chunk's for good (chunks are never unmapped).
+  if (!prepare(chunk_base)) return false;
+  set(chunk_base, unit_entry::chunk());
+  return true;
 }
 
 }  // namespace tenon::lookup

@@ -9,11 +9,11 @@
 // mapping's start to the chunk (non-zero after memalign); glibc's free gives
 // such a chunk back with munmap(start, offset + size), after checking what
 // read_glibc_chunk checks.
-#include "platform/glibc_chunk.h"
+#include "tenon/platform/glibc_chunk.h"
 
 #include <cstdint>
 
-#include "platform/os.h"
+#include "tenon/platform/os.h"
 
 namespace tenon::os {
 

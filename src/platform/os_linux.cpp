@@ -1,19 +1,46 @@
-// Layer 1 for Linux: mmap, munmap, madvise, mremap.
-#include "platform/os.h"
+// Layer 1 for Linux: mmap, munmap, madvise, mremap, and the C library calls
+// the layers above need (clock, environment, stderr, thread key, dlsym).
+#include "tenon/platform/os.h"
 
-#include "common/inject.h"
+#include "tenon/common/inject.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
+
+// glibc 2.32+: set false when the process first creates a thread (never set
+// back). Weak, so that a C library without it reads as "not known single".
+extern "C" char __libc_single_threaded __attribute__((weak));
 
 namespace tenon::os {
 
 namespace {
 std::atomic<std::size_t> g_page_size{0};
+
+// The memory source, if one was installed, and whether any memory was
+// reserved yet (after which no source may be installed). Written once:
+// installs race by CAS on g_source_state.
+enum : int { kNoSourceYet, kInstalling, kSourceSet, kReserved };
+std::atomic<int> g_source_state{kNoSourceYet};
+memory_source g_source;
+
+bool has_source() { return g_source_state.load(std::memory_order_acquire) == kSourceSet; }
+
+void note_reserved() {
+  int state = g_source_state.load(std::memory_order_relaxed);
+  if (state == kNoSourceYet) g_source_state.compare_exchange_strong(state, kReserved, std::memory_order_relaxed);
+}
 
 void* map_anon(std::size_t size) {
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE,
@@ -33,10 +60,11 @@ std::size_t page_size() {
   return ps;
 }
 
-void* reserve(std::size_t size, std::size_t align) {
-  TENON_INJECT_POINT("os.reserve");
-  if (align <= page_size()) return map_anon(size);
-  // Over-reserve, then trim both ends to the requested alignment.
+namespace {
+bool is_aligned(const void* p, std::size_t align) { return (reinterpret_cast<std::uintptr_t>(p) & (align - 1)) == 0; }
+
+// Over-reserve by `align`, then trim both ends to the alignment.
+void* reserve_trimmed(std::size_t size, std::size_t align) {
   std::size_t span = size + align;
   if (span < size) { errno = ENOMEM; return nullptr; }
   auto* raw = static_cast<char*>(map_anon(span));
@@ -50,9 +78,67 @@ void* reserve(std::size_t size, std::size_t align) {
   return aligned;
 }
 
+// Exactly `size` at an aligned address next to where the kernel would put
+// it: for when an over-reservation does not fit (an address-space limit).
+void* reserve_at_aligned_hint(std::size_t size, std::size_t align) {
+#ifndef MAP_FIXED_NOREPLACE
+  constexpr int MAP_FIXED_NOREPLACE = 0x100000;  // Linux 4.17; older kernels take it as a hint
+#endif
+  auto* probe = static_cast<char*>(map_anon(size));
+  if (!probe || is_aligned(probe, align)) return probe;
+  munmap(probe, size);
+  auto down = reinterpret_cast<std::uintptr_t>(probe) & ~(std::uintptr_t)(align - 1);
+  for (std::uintptr_t hint : {down + align, down}) {
+    void* p = mmap(reinterpret_cast<void*>(hint), size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == MAP_FAILED) continue;
+    if (is_aligned(p, align)) return p;
+    munmap(p, size);
+  }
+  errno = ENOMEM;
+  return nullptr;
+}
+}  // namespace
+
+bool set_memory_source(const memory_source& source) {
+  int state = kNoSourceYet;
+  if (!source.reserve || !g_source_state.compare_exchange_strong(state, kInstalling, std::memory_order_relaxed))
+    return false;
+  g_source = source;
+  g_source_state.store(kSourceSet, std::memory_order_release);
+  return true;
+}
+
+void* reserve(std::size_t size, std::size_t align) {
+  TENON_INJECT_POINT("os.reserve");
+  if (has_source()) {
+    void* p = g_source.reserve(size, align < page_size() ? page_size() : align, g_source.context);
+    if (!p) errno = ENOMEM;
+    return p;
+  }
+  note_reserved();
+  if (align <= page_size()) return map_anon(size);
+  // A whole number of alignment units (a chunk) is tried at its exact size
+  // first: the kernel hands out ranges top-down, right below the last one,
+  // so a run of chunks comes out aligned without the extra `align` of
+  // address space an over-reservation needs (which under an address-space
+  // limit may not fit when the chunk does).
+  if (size % align == 0) {
+    void* p = map_anon(size);
+    if (p && is_aligned(p, align)) return p;
+    if (p) munmap(p, size);
+  }
+  if (void* p = reserve_trimmed(size, align)) return p;
+  return reserve_at_aligned_hint(size, align);
+}
+
 void release(void* p, std::size_t size) {
   int saved = errno;
-  munmap(p, size);
+  if (has_source()) {
+    if (g_source.release) g_source.release(p, size, g_source.context);
+  } else {
+    munmap(p, size);
+  }
   errno = saved;
 }
 
@@ -70,6 +156,7 @@ bool resize_in_place(void* p, std::size_t old_size, std::size_t new_size) {
   (void)p; (void)old_size; (void)new_size;
   return false;
 #endif
+  if (has_source()) return false;
   int saved = errno;
   void* r = mremap(p, old_size, new_size, 0);
   errno = saved;
@@ -81,6 +168,7 @@ bool move_to(void* p, std::size_t old_size, std::size_t new_size, void* dest) {
   (void)p; (void)old_size; (void)new_size; (void)dest;  // see resize_in_place
   return false;
 #endif
+  if (has_source()) return false;
   int saved = errno;
   void* r = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, dest);
   errno = saved;
@@ -97,6 +185,22 @@ bool populate(void* p, std::size_t size) {
   return ok;
 }
 
+std::size_t resident_bytes(void* p, std::size_t size) {
+  // A small vector on the stack, the range in steps of its length.
+  unsigned char vec[1024];
+  const std::size_t page = page_size();
+  const std::size_t step = sizeof vec * page;
+  std::size_t resident = 0;
+  int saved = errno;
+  for (std::size_t off = 0; off < size; off += step) {
+    std::size_t len = size - off < step ? size - off : step;
+    if (mincore(static_cast<char*>(p) + off, len, vec) != 0) break;
+    for (std::size_t i = 0, n = (len + page - 1) / page; i < n; ++i) resident += vec[i] & 1;
+  }
+  errno = saved;
+  return resident * page;
+}
+
 void advise_huge(void* p, std::size_t size) {
 #ifdef MADV_HUGEPAGE
   int saved = errno;
@@ -105,6 +209,107 @@ void advise_huge(void* p, std::size_t size) {
 #else
   (void)p; (void)size;
 #endif
+}
+
+std::uint32_t now_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<std::uint32_t>(ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+}
+
+std::uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+const char* env(const char* name) { return getenv(name); }
+
+bool at_fork_child(void (*fn)()) { return pthread_atfork(nullptr, nullptr, fn) == 0; }
+
+int open_for_append(const char* path, bool truncate) {
+  return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0644);
+}
+
+bool write_all(int fd, const void* data, std::size_t size) {
+  auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+void close_file(int fd) { close(fd); }
+
+int process_id() { return getpid(); }
+
+void write_error(const char* text, std::size_t length) {
+  int saved = errno;
+  write_all(2, text, length);
+  errno = saved;
+}
+
+void write_error(const char* text) { write_error(text, strlen(text)); }
+
+void abort_process() { abort(); }
+
+long thread_key_create(void (*destructor)(void*)) {
+  pthread_key_t key;
+  if (pthread_key_create(&key, destructor) != 0) return -1;
+  return static_cast<long>(key);
+}
+
+void thread_key_delete(long key) { pthread_key_delete(static_cast<pthread_key_t>(key)); }
+
+bool thread_key_set(long key, void* value) { return pthread_setspecific(static_cast<pthread_key_t>(key), value) == 0; }
+
+void* next_symbol(const char* name) { return dlsym(RTLD_NEXT, name); }
+
+const char* library_of(const void* address) {
+  Dl_info info;
+  if (address && dladdr(address, &info) && info.dli_fname) return info.dli_fname;
+  return nullptr;
+}
+
+bool single_threaded() { return &__libc_single_threaded != nullptr && __libc_single_threaded != 0; }
+
+bool start_thread(void* (*fn)(void*), void* arg) {
+  int saved = errno;
+  pthread_attr_t attr;
+  if (pthread_attr_init(&attr) != 0) return false;
+  // An explicit stack size: pthread_create then reads no process-wide
+  // default (whose lock a caller of ours might hold). 256 KiB is ample for a
+  // purge pass and for the sanitizers' interceptors.
+  pthread_attr_setstacksize(&attr, std::size_t{256} << 10);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  // The new thread inherits the creator's mask: block everything around the
+  // create (glibc keeps its own cancellation and setxid signals deliverable).
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_t tid;
+  bool ok = pthread_create(&tid, &attr, fn, arg) == 0;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  pthread_attr_destroy(&attr);
+  errno = saved;
+  return ok;
+}
+
+void name_this_thread(const char* name) {
+  int saved = errno;
+  prctl(PR_SET_NAME, name, 0, 0, 0);
+  errno = saved;
+}
+
+void sleep_ms(std::uint32_t ms) {
+  int saved = errno;
+  timespec ts{static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000L};
+  nanosleep(&ts, nullptr);
+  errno = saved;
 }
 
 }  // namespace tenon::os

@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "platform/os.h"
+#include "tenon/platform/os.h"
 #include "tenon/mass_pool.h"
 #include "tenon/mass_pool.hpp"  // TENON_POOL_RSEQ: whether the pool's fast path is built with rseq
 

@@ -120,6 +120,9 @@ TEST(Calloc, ZeroedWhenReusingADifferentSizedHugeMapping) {
   const std::pair<std::size_t, std::size_t> cases[] = {
       {std::size_t{8} << 20, std::size_t{5} << 20},  {std::size_t{5} << 20, std::size_t{8} << 20},
       {std::size_t{3} << 20, (std::size_t{5} << 20) + 7}, {(std::size_t{12} << 20) + 5, std::size_t{7} << 20},
+      // From 32 MiB calloc drops a reused block's pages instead of clearing them.
+      {std::size_t{48} << 20, (std::size_t{40} << 20) + 9}, {std::size_t{33} << 20, std::size_t{50} << 20},
+      {std::size_t{40} << 20, std::size_t{32} << 20},
   };
   for (auto [dirty, wanted] : cases) {
     void* p = tenon_malloc(dirty);

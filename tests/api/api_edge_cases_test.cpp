@@ -309,14 +309,48 @@ TEST(EdgeCases, AlignedAllocBadAlignmentIsNullAndEinval) {
   expect_allocator_usable();
 }
 
-TEST(EdgeCases, MemalignBadAlignmentIsNullAndEinval) {
+// memalign follows glibc (2.36 and later): an alignment that is not a power of
+// two is rounded up to the next one (0 asks for nothing: malloc's own
+// alignment), and only one above SIZE_MAX / 2 + 1, which has no power of two
+// to round to, fails with EINVAL. aligned_alloc keeps C17's EINVAL (above).
+std::size_t next_power_of_two(std::size_t a) {
+  std::size_t p = 1;
+  while (p < a) p <<= 1;
+  return p;
+}
+
+TEST(EdgeCases, MemalignRoundsAlignmentUpLikeGlibc) {
+  std::vector<void*> blocks;
   for (std::size_t a : kBadAlignments) {
+    if (a > SIZE_MAX / 2 + 1) continue;
+    const std::size_t want = std::max(next_power_of_two(a), min_alignment(64));
+    errno = 0;
+    void* p = tenon_memalign(a, 64);
+    ASSERT_NE(p, nullptr) << "tenon_memalign(" << a << ", 64): errno " << errno;
+    EXPECT_TRUE(is_aligned(p, want)) << "tenon_memalign(" << a << ", 64) = " << p << ", not aligned to " << want;
+    EXPECT_GE(tenon_malloc_usable_size(p), 64u);
+    fill_pattern(p, 64, a);
+    blocks.push_back(p);
+  }
+  std::size_t i = 0;
+  for (std::size_t a : kBadAlignments) {
+    if (a > SIZE_MAX / 2 + 1) continue;
+    EXPECT_EQ(first_pattern_mismatch(blocks[i], 64, a), 64u) << "memalign block for alignment " << a;
+    tenon_free(blocks[i++]);
+  }
+  // Nothing to round up to: EINVAL, as glibc answers.
+  for (std::size_t a : {SIZE_MAX, SIZE_MAX / 2 + 2, (std::size_t{3} << 62)}) {
     errno = 0;
     void* p = tenon_memalign(a, 64);
     EXPECT_EQ(p, nullptr) << "tenon_memalign(" << a << ", 64)";
     EXPECT_EQ(errno, EINVAL) << "tenon_memalign(" << a << ", 64)";
     if (p) tenon_free(p);
   }
+  // Rounded up to 2^63, which no block can have.
+  errno = 0;
+  void* p = tenon_memalign((std::size_t{1} << 62) + 1, 1);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_EQ(errno, ENOMEM);
   expect_allocator_usable();
 }
 

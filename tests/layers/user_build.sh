@@ -27,7 +27,11 @@ cd "$src"
 # The documented line, with this build's libtenon.a for build/src/libtenon.a.
 echo "+ c++ -std=c++20 -O2 -fPIC -shared -I include $work/my.cpp $lib -o $work/libmy.so"
 c++ -std=c++20 -O2 -fPIC -shared -I include "$work/my.cpp" "$lib" -o "$work/libmy.so"
-out=$(LD_PRELOAD="$work/libmy.so" sh -c 'ls / | sort | head -3' 2>&1)
+# A program that allocates and keeps stderr open to the end (ls closes it
+# at exit, so the layer's report would be lost).
+printf '#include <stdio.h>\n#include <stdlib.h>\nint main(void) { char* p = malloc(100); snprintf(p, 100, "%%s", "allocated"); puts(p); free(p); return 0; }\n' >"$work/prog.c"
+cc -O2 -fno-builtin "$work/prog.c" -o "$work/prog"
+out=$(LD_PRELOAD="$work/libmy.so" "$work/prog" 2>&1)
 echo "$out"
 case $out in
   *"my layer was called"*) echo "user_build: PASS" ;;

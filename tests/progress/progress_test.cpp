@@ -6,7 +6,8 @@
 // forever, in the middle of whatever multi-step operation it was doing. Other
 // threads must then complete a fixed amount of allocation and freeing (every
 // size range, blocks owned by the parked thread, the same size classes, new
-// threads starting and exiting, huge blocks, trim) before a deadline.
+// threads starting and exiting, huge blocks, trim) before a deadline. The
+// background purger's own points (purger.*) park the purger thread instead.
 //   exit 0: others finished: the point cannot block anyone.
 //   exit 1: deadline passed: a thread parked at NAME stops the others.
 //   exit 2: the scenario never reached NAME (extend the scenario).
@@ -16,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "tenon/common/inject.h"
 #include "tenon/tenon.h"
 
 namespace {
@@ -41,13 +44,26 @@ thread_local bool t_victim = false;
 // --point=none nothing parks): the way to see what the scenario reaches.
 bool g_trace = false;
 
+// The background purger's own points ("purger.*") park the purger thread,
+// recognised by its name; every other point parks the victim.
+bool is_purger_thread() {
+  thread_local int known = -1;
+  if (known < 0) {
+    char name[16] = {};
+    prctl(PR_GET_NAME, name, 0, 0, 0);
+    known = std::strcmp(name, "tenon-purge") == 0;
+  }
+  return known == 1;
+}
+
 void park_hook(const char* point) {
   if (t_victim && g_trace) {
     ssize_t r = write(2, point, std::strlen(point));
     r = write(2, "\n", 1);
     (void)r;
   }
-  if (!t_victim || g_parked.load(std::memory_order_relaxed) || g_point != point) return;
+  bool mine = std::strncmp(point, "purger.", 7) == 0 ? is_purger_thread() : t_victim;
+  if (!mine || g_parked.load(std::memory_order_relaxed) || g_point != point) return;
   g_parked.store(true, std::memory_order_release);
   for (;;) pause();  // forever: the child process exits around this thread
 }
@@ -133,7 +149,9 @@ void victim() {
   // Huge reuse and resize.
   huge = tenon_malloc(6u << 20);  // huge.cache.take
   huge = tenon_realloc(huge, 40u << 20);  // huge.remap
+  std::memset(huge, 3, 40u << 20);        // resident whole, as a reused block's tail must be to split
   tenon_free(huge);
+  tenon_free(tenon_malloc(8u << 20));  // reuses the 40 MiB block: huge.cache.split
   tenon_malloc_trim(0);  // chunk.purge
   // Leave full spans behind at exit: span.abandon, span.float, stack.push.
   for (int i = 0; i < 3000; ++i) mine.push_back(tenon_malloc(128));
@@ -193,6 +211,14 @@ int run_child() {
   const auto limit = std::chrono::seconds(env ? std::atoi(env) : 60);
   g_trace = std::getenv("TENON_PROGRESS_TRACE") != nullptr;
   tenon_inject_set_hook(park_hook);
+  if (g_point.rfind("purger.", 0) == 0) {
+    // Start the background purger: a huge block kept for reuse while this
+    // process is still single-threaded. Then empty the cache again, so the
+    // scenario below runs as it always does. The purger parks at its point on
+    // its first pass; the others run with it parked.
+    tenon_free(tenon_malloc(6u << 20));
+    tenon_malloc_trim(0);
+  }
   // The watcher learns the victim is done only once its thread has fully
   // exited (its heap released), or never if it is parked.
   std::thread([] {

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/id_stack.h"
+#include "tenon/common/id_stack.h"
 
 namespace {
 

@@ -2,7 +2,7 @@
 // classes from 16 bytes are multiples of 16, spans hold at least 8 blocks.
 #include <gtest/gtest.h>
 
-#include "common/size_classes.h"
+#include "tenon/common/size_classes.h"
 
 using namespace tenon;
 

@@ -1,0 +1,90 @@
+// Layer 4, address space: the engine part that hands out runs of slices.
+//
+// Lock-free by construction: a chunk's occupancy is one 64-bit word, and a run
+// of slices is taken or returned with a single CAS / fetch_and on it. Chunks
+// are registered in an append-only registry (an atomic counter hands out
+// slots) so that any thread can find free slices in any chunk. Chunks are
+// never unmapped: their headers (descriptors) stay, only slice pages are purged.
+//
+// Freed slices stay committed ("dirty") for a delay, so that a program that
+// frees and reallocates does not pay page faults; a purge pass, claimed by one
+// thread at a time with a CAS on the next-purge time (others skip it, nobody
+// waits), gives the pages of slices freed longer ago back to the OS. The
+// background purger (a thread, see below) runs the pass on time while the
+// program is idle.
+//
+// Config supplies the policies: platform (where memory comes from), sync
+// (lock_free, or the benchmark's locked twin) and stats (counters or none).
+#pragma once
+#include <atomic>
+#include <cstdint>
+
+#include "tenon/arena/chunk.h"
+#include "tenon/common/config.h"
+#include "tenon/common/stats.h"
+
+namespace tenon {
+
+template <class C>
+class arena {
+ public:
+  using stats_t = typename C::stats;
+  // Called by each purge pass after the slices: another part that keeps
+  // memory for reuse (the huge cache) gives back what is past the delay, so
+  // it goes back on time even if it is never used again. True if it gave
+  // any memory back.
+  using purge_hook = bool (*)(void* context);
+
+  constexpr arena(purge_hook hook, void* context) : hook_(hook), hook_context_(context) {}
+
+  // Take a run of `nslices` free slices, preferring `*hint` (updated to the
+  // chunk used). The descriptor at the run's first slice is returned with
+  // start, first_slice, nslices and zeroed set; the slice index is filled for
+  // the whole run. nullptr (errno ENOMEM) when the OS refuses memory.
+  span* take_span(unsigned nslices, chunk** hint, stats_t* st);
+
+  // Give a span's slices back; its pages stay committed until the purge delay.
+  void release_span(span* s, stats_t* st);
+
+  // Purge pass: drop the pages of slices free for longer than the delay (all
+  // free slices when `force`), then the hook's. True if any pages went back.
+  bool purge(bool force, stats_t* st);
+
+  // Start the background purger now, whatever the process; true if it runs.
+  bool start_purger();
+
+  // Memory was just kept resident for reuse (here, or by a part above such
+  // as the huge cache): start the background purger if the options ask for
+  // it to start lazily and it can be started now without waiting for
+  // another thread. One relaxed load once started or ruled out.
+  void note_retained();
+
+  // The counts made without a thread heap.
+  stats_t& shared_stats() { return shared_stats_; }
+
+ private:
+  using registry_block = std::atomic<chunk*>[kChunkRegistryBlock];
+  chunk* registered(std::uint32_t idx);
+  void register_at(std::uint32_t idx, chunk* c);
+  span* try_take(chunk* c, unsigned n, bool warm_only, stats_t* st);
+  chunk* new_chunk(unsigned take_n, stats_t* st);
+  bool purge_slice(chunk* c, unsigned i, stats_t* st);
+  void trim_chunk(chunk* c, std::uint64_t keep, stats_t* st);
+  std::uint32_t ms_until_purge_due();
+  static void* purger_main(void* self);
+
+  // Append-only registry of every chunk, in blocks reserved as the count
+  // reaches them (see register_at).
+  std::atomic<registry_block*> registry_[kMaxChunks / kChunkRegistryBlock]{};
+  std::atomic<std::uint32_t> nchunks_{0};
+  std::atomic<std::uint32_t> scan_from_{0};  // where the next warm-slice scan starts
+  // Purge pass: at most one thread at a time; the claim is a CAS on this time.
+  std::atomic<std::uint32_t> next_purge_ms_{0};
+  // The background purger: not started, starting, running, failed (see purger.ipp).
+  std::atomic<int> purger_state_{0};
+  purge_hook hook_;
+  void* hook_context_;
+  stats_t shared_stats_{};
+};
+
+}  // namespace tenon

@@ -1,0 +1,43 @@
+// Layer 4, address space: the layout of a chunk, 4 MiB aligned to its size
+// and cut into 64 slices of 64 KiB. Slice 0 is the header: the slice index
+// (first, as the lookup layer expects), the occupancy and dirty bitmaps, and
+// the 64 span descriptors (one per possible first slice of a run). Chunks
+// are never unmapped, so descriptors are type-stable.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "tenon/common/config.h"
+#include "tenon/lookup/slice_index.h"
+#include "tenon/span/span.h"
+
+namespace tenon {
+
+struct chunk {
+  lookup::slice_index index;         // slice -> descriptor of its span (read by every free)
+  std::atomic<std::uint64_t> used;   // bit i: slice i belongs to a span (bit 0: header)
+  std::atomic<std::uint64_t> dirty;  // bit i: slice i is free but has touched pages
+  std::atomic<std::uint32_t> dirty_ms[kSlicesPerChunk];  // when each slice got dirty
+  span spans[kSlicesPerChunk];       // descriptor of the span starting at slice i
+};
+static_assert(sizeof(chunk) <= kSliceSize, "chunk header must fit in slice 0");
+static_assert(offsetof(chunk, index) == 0, "lookup::span_of reads the slice index at the chunk's base");
+
+inline chunk* chunk_of(const void* p) {
+  return reinterpret_cast<chunk*>(reinterpret_cast<std::uintptr_t>(p) & ~(kChunkSize - 1));
+}
+
+// Span ids: 32-bit names for descriptors (unit index << 6 | slice), used by the
+// tagged stacks. Id 0 is never a span (unit 0 is never mapped).
+inline std::uint32_t span_id(const span* s) {
+  chunk* c = chunk_of(s);
+  auto slice = static_cast<std::uint32_t>(s - c->spans);
+  return static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(c) >> kChunkShift) << 6 | slice;
+}
+inline span* span_from_id(std::uint32_t id) {
+  auto* c = reinterpret_cast<chunk*>(static_cast<std::uintptr_t>(id >> 6) << kChunkShift);
+  return &c->spans[id & 63];
+}
+
+}  // namespace tenon

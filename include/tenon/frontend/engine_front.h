@@ -1,0 +1,89 @@
+// Layer 9, front end: the layer over an engine instance E. Requests are
+// routed by size on the way in (small classes to the thread heaps, then
+// large runs, then huge mappings) and by the lookup layer on the way out
+// (a chunk's span, a huge block, or a pointer tenon did not hand out).
+// The fast paths are inline here, so that every composition over it
+// (libtenon.so's exported names, the tenon_* functions, a user's layers)
+// compiles them in with no call; the rest is in src/frontend/.
+// tenon::default_allocator is engine_front<g_default_engine>.
+#pragma once
+#include <cstddef>
+#include <type_traits>
+
+#include "tenon/common/config.h"
+#include "tenon/common/size_classes.h"
+#include "tenon/engine/engine.h"
+#include "tenon/heap/heap.h"
+#include "tenon/lookup/chunk_map.h"
+#include "tenon/lookup/slice_index.h"
+
+namespace tenon {
+
+template <auto& E>
+struct engine_front {
+  using config = typename std::remove_reference_t<decltype(E)>::config;
+  using heap_t = heap<config>;
+
+  // --- the layer (tenon::layer, with the realloc, alloc_zeroed and trim hooks)
+
+  __attribute__((always_inline)) static void* alloc(std::size_t n) noexcept {
+    // Most requests are at most 1 KiB: test that first, one table load.
+    if (__builtin_expect(n <= 1024, 1)) return heap_alloc(E.heaps, kClasses.small[(n + 7) >> 3]);
+    if (n <= kMaxSmall) return heap_alloc(E.heaps, size_to_class(n));
+    return alloc_big(n, 0, false);
+  }
+
+  __attribute__((always_inline)) static void dealloc(void* p) noexcept {
+    if (__builtin_expect(lookup::is_regular(p), 1)) {
+      free_in_chunk(p);
+      return;
+    }
+    free_irregular(p);
+  }
+
+  static void* alloc_aligned(std::size_t align, std::size_t n) noexcept {
+    if (align <= kMinAlign && (n >= kMinAlign || align <= 8)) return alloc(n);
+    if (n <= kMaxSmall && align <= kMaxSmall) return alloc_aligned_small(n, align);
+    return alloc_big(n, align, false);
+  }
+
+  static void* alloc_zeroed(std::size_t n) noexcept;
+  static std::size_t usable_size(const void* p) noexcept;
+
+  static void* realloc(void* p, std::size_t n) noexcept {
+    if (n <= kMaxSmall && lookup::is_regular(p)) {
+      span* s = lookup::span_of(p);
+      if (s->kind == span_kind::small && n <= s->block_size && n >= s->block_size / 2) return p;
+    }
+    return realloc_slow(p, n);
+  }
+
+  static int trim(std::size_t pad) noexcept;
+
+  // --- beyond the layer
+
+  // 1 when p lies in memory tenon handed out as a block (docs/api.md says
+  // exactly which pointers), else 0.
+  static int owns(const void* p) noexcept;
+
+  // Out of line (src/frontend/engine_front.ipp).
+  static void* alloc_big(std::size_t n, std::size_t align, bool zero) noexcept;
+  static void* alloc_aligned_small(std::size_t n, std::size_t align) noexcept;
+  static void free_irregular(void* p) noexcept;  // NULL, huge, foreign, or a chunk off the fast table
+  static void free_not_owned(heap_t* h, span* s, void* p) noexcept;
+  static void* realloc_slow(void* p, std::size_t n) noexcept;
+
+ private:
+  // p is inside a chunk: free it into its span.
+  __attribute__((always_inline)) static void free_in_chunk(void* p) noexcept {
+    span* s = lookup::span_of(p);
+    heap_t* h = t_thread<config>.current;
+    if (__builtin_expect(s->owner.load(std::memory_order_relaxed) == h, 1)) {
+      free_to_own_span(E.heaps, h, s, static_cast<block*>(p));
+      return;
+    }
+    free_not_owned(h, s, p);
+  }
+};
+
+}  // namespace tenon

@@ -1,0 +1,28 @@
+// Layer 9, front end: pointers tenon did not hand out ("foreign": in no
+// chunk and no huge block), in practice blocks of glibc's own allocator.
+// free, realloc and malloc_usable_size handle them here without calling
+// glibc's allocator or the dynamic linker, whose calls take locks that a
+// thread stopped inside them would hold forever (docs/architecture.md,
+// "Foreign pointers"; the user-visible rules are in docs/api.md).
+#pragma once
+#include <cstddef>
+
+namespace tenon::foreign {
+
+// A block glibc mapped on its own goes back to the kernel (munmap, as glibc's
+// free does); a block inside glibc's heap is kept: giving it back needs
+// glibc's arena lock. Anything else is ignored. errno is unchanged.
+void free(void* p);
+
+// What realloc(p, n) of a foreign p does (n is at least 1):
+//   stay     p itself: n fits in the block (and, for a mapped block, does
+//            not leave more than half of it unused);
+//   move     into a new block, copying *usable bytes, then free(p);
+//   invalid  p is not a glibc block (EINVAL).
+enum class resize { stay, move, invalid };
+resize plan_resize(const void* p, std::size_t n, std::size_t* usable);
+
+// The block's usable size from its header; 0 if p is not a glibc block.
+std::size_t usable_size(const void* p);
+
+}  // namespace tenon::foreign

@@ -1,0 +1,121 @@
+// Layer 5, thread heaps: each thread owns a heap; the heap owns spans, one
+// "current" span per size class from which the fast path allocates.
+//
+// Fast paths (inline here, no atomic read-modify-write):
+//   malloc: pop the current span's local free list.
+//   free:   if the block's span is owned by this thread's heap, push it on the
+//           span's local free list; one compare of `used` against `low_mark`
+//           sends the rare cases (span became empty, span was full) to a
+//           slow path.
+// Everything else (refill, remote frees, retiring full spans, adoption,
+// thread exit) belongs to the engine part thread_heaps<C>
+// (thread_heaps.h, src/heap/); every one of those paths is lock-free.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "tenon/arena/chunk.h"
+#include "tenon/common/checks.h"
+#include "tenon/common/size_classes.h"
+#include "tenon/span/span.h"
+
+namespace tenon {
+
+template <class C>
+class thread_heaps;
+
+// Per class, the spans a heap owns besides its current one (owner-private
+// doubly-linked lists), and the counter remote freers bump when they free
+// into one of this heap's full spans.
+struct class_lists {
+  span* avail = nullptr;
+  span* full = nullptr;
+  span* empty = nullptr;  // one emptied span kept back (low-capacity classes only)
+  std::uint32_t nfull = 0;
+  std::atomic<std::uint32_t> notify{0};
+};
+
+// Remote frees bound for one heap, gathered by the freeing thread and handed
+// to that heap's inbox in a single CAS, whatever spans they belong to (the
+// lesson of the cross-thread-free benchmarks: batch per owner, not per span).
+struct outbox {
+  void* dest = nullptr;  // the destination heap (a heap<C>)
+  block* head = nullptr;
+  block* tail = nullptr;
+  std::uint32_t count = 0;
+};
+constexpr unsigned kOutboxes = 16;  // direct-mapped by destination heap address
+
+// A heap's inbox word: a chain of blocks pushed by other threads, taken by
+// the owner in one exchange; kInboxClosed once the heap's thread has exited.
+constexpr std::uintptr_t kInboxClosed = 1;
+
+template <class C>
+struct heap {
+  span* current[kNumClasses];  // read by the malloc fast path
+  std::atomic<std::uintptr_t> inbox{0};
+  outbox out[kOutboxes];
+  std::uint32_t out_pending = 0;  // bit i: out[i] holds blocks
+  class_lists lists[kNumClasses];
+  chunk* chunk_hint = nullptr;
+  std::uint32_t forms_since_sweep = 0;  // see absorb_before_growing
+  std::atomic<std::uint32_t> stack_next{0};  // link on the free-heap stack
+  std::uint32_t index = 0;                   // position in the heap storage
+  thread_heaps<C>* home = nullptr;           // the engine part it belongs to
+  typename C::stats st{};
+
+  constexpr heap() {
+    for (auto& c : current) c = &g_empty_span;
+  }
+};
+
+// What a thread knows of its engine's thread heaps: its heap (the empty heap
+// until it attaches one), and whether the thread-exit hook already released
+// it (then calls are served without a heap: see thread_heaps::alloc_slow).
+template <class C>
+struct thread_state {
+  heap<C>* current;
+  bool released;
+};
+
+// The heap of a thread that has none yet (or whose heap was released at
+// thread exit): every class points at g_empty_span, so its allocations take
+// the slow path, which attaches a heap.
+// Hidden: every library that contains an engine (libtenon.so, a user's
+// composition over libtenon.a) has its own.
+template <class C>
+__attribute__((visibility("hidden"))) inline constinit heap<C> g_empty_heap{};
+
+// Each thread's state for the engines of config C. Initial-exec in every
+// translation unit that reads it, not only in the core: a composition
+// compiled elsewhere with -fPIC would otherwise reach it through
+// __tls_get_addr on every malloc and free (11 instructions a pair).
+template <class C>
+__attribute__((visibility("hidden"))) inline constinit thread_local thread_state<C> t_thread
+    __attribute__((tls_model("initial-exec"))) = {&g_empty_heap<C>, false};
+
+template <class C>
+__attribute__((always_inline)) inline void* heap_alloc(thread_heaps<C>& home, unsigned cls) {
+  heap<C>* h = t_thread<C>.current;
+  span* s = h->current[cls];
+  block* b = s->free;
+  if (__builtin_expect(b != nullptr, 1)) {
+    s->free = C::links::next(b, s);
+    ++s->used;
+    TENON_CHECK(s->used - kCurrentBias <= s->capacity);
+    return b;
+  }
+  return home.alloc_slow(h, cls);
+}
+
+// A block of a span this heap owns goes back on the span's local free list.
+template <class C>
+__attribute__((always_inline)) inline void free_to_own_span(thread_heaps<C>& home, heap<C>* h, span* s, block* b) {
+  TENON_CHECK(s->owner.load(std::memory_order_relaxed) == h && s->used != 0 && s->used != kCurrentBias);
+  C::links::set_next(b, s->free, s);
+  s->free = b;
+  if (__builtin_expect(--s->used < s->low_mark, 0)) home.local_free_slow(h, s);
+}
+
+}  // namespace tenon

@@ -1,0 +1,111 @@
+// Layer 5, thread heaps: the engine part that owns the thread heaps of one
+// engine and everything they share: the partial-span stacks (unowned spans
+// with free blocks, per class), the heap storage and its free-heap stack,
+// and the thread-exit key. The slow paths live in src/heap/, one file per
+// job; each says why it never waits.
+#pragma once
+#include <atomic>
+#include <cstdint>
+
+#include "tenon/arena/arena.h"
+#include "tenon/common/config.h"
+#include "tenon/common/id_stack.h"
+#include "tenon/heap/heap.h"
+
+namespace tenon {
+
+template <class C>
+class thread_heaps {
+ public:
+  using heap_t = heap<C>;
+  using stats_t = typename C::stats;
+
+  constexpr explicit thread_heaps(arena<C>& chunks) : chunks_(&chunks) {}
+
+  // Slow paths of the inline fast paths in heap.h.
+  void* alloc_slow(heap_t* h, unsigned cls);
+  void local_free_slow(heap_t* h, span* s);
+
+  // A small block of span s, freed by a thread whose heap (h, possibly the
+  // empty heap) does not own s: batched for the owner, or handed to s.
+  void free_remote(heap_t* h, span* s, block* b);
+
+  // Hand every outbox of this thread to its heap (also done on every
+  // allocation slow path, at trim and at thread exit).
+  void flush_remote(heap_t* h);
+
+  // Sum of every heap's statistics, and the shared counts, into `out`.
+  void sum_stats(stats_t& out);
+
+  arena<C>& chunks() { return *chunks_; }
+
+ private:
+  // Partial spans: spans without an owner that have free blocks, per class:
+  // published by exiting threads and by the first remote free into a
+  // floating span; popped ("adopted") by any heap that needs a span of that
+  // class.
+  struct span_link {
+    std::atomic<std::uint32_t>& operator()(std::uint32_t id) const { return span_from_id(id)->stack_next; }
+  };
+  // Heaps by index + 1 (0 is no heap), for the free-heap stack.
+  struct heap_link {
+    thread_heaps* self;
+    std::atomic<std::uint32_t>& operator()(std::uint32_t id) const;
+  };
+
+  // attach.ipp: heap storage, the thread-exit key, attach and release.
+  heap_t* heap_at(std::uint32_t index);
+  heap_t* heap_segment(std::uint32_t index);
+  long thread_key();
+  heap_t* attach();
+  static void on_thread_exit(void* arg);
+  void release(heap_t* h);
+
+  // spans.ipp: the owner's span lists and transitions.
+  void carve(span* s);
+  void merge_free(span* s, block* chain, std::uint32_t count);
+  void take_remote(span* s);
+  bool collect(span* s);
+  bool refill(span* s);
+  block* pop(span* s);
+  void release_empty(heap_t* h, span* s);
+  void retire_empty(heap_t* h, class_lists& l, span* s);
+  void make_current(heap_t* h, unsigned cls, span* s);
+  bool park_full(class_lists& l, span* s);
+  bool retire_full(heap_t* h, unsigned cls, span* s);
+  void scan_full(heap_t* h, unsigned cls);
+
+  // refill.ipp: finding a span for a class.
+  span* form_small_span(heap_t* owner, unsigned cls, chunk** hint, stats_t* st);
+  void absorb_partials(heap_t* h, unsigned cls);
+  void absorb_before_growing(heap_t* h, unsigned cls);
+  span* find_span(heap_t* h, unsigned cls);
+  void partial_push(span* s, stats_t* st);
+
+  // remote.ipp: blocks crossing threads.
+  void push_remote(span* s, block* head, block* tail, std::uint32_t n, stats_t* st);
+  void sort_inbox_chain(heap_t* h, block* b);
+  void drain_inbox(heap_t* h);
+  void deliver(heap_t* dest, block* head, block* tail, stats_t* st);
+  void flush_outbox(heap_t* h, outbox& ob);
+
+  // exit.ipp: giving spans up, and calls after a thread's heap is gone.
+  void publish_unowned(span* s, stats_t* st);
+  void abandon(heap_t* h, span* s);
+  void* alloc_heapless(unsigned cls);
+  void free_heapless(span* s, block* b);
+
+  arena<C>* chunks_;
+  id_stack<span_link, typename C::sync> partial_[kNumClasses]{};
+  // Heaps live in segments of kHeapsPerSegment, each reserved when the heap
+  // count first reaches it, and are never unmapped (type-stable: a freer may
+  // bump a notify counter of a heap that has since been recycled; that only
+  // causes one needless scan).
+  std::atomic<heap_t*> segments_[kMaxHeaps / kHeapsPerSegment]{};
+  std::atomic<std::uint32_t> heap_count_{0};
+  id_stack<heap_link, typename C::sync> free_heaps_{heap_link{this}};
+  // The pthread key whose destructor releases a thread's heap (-1: none yet).
+  std::atomic<long> key_{-1};
+};
+
+}  // namespace tenon

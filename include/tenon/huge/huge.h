@@ -1,0 +1,72 @@
+// Layer 7, huge blocks (above kMaxLarge, or an alignment a slice run cannot
+// give): a dedicated mapping with a header page; recently freed ones are kept
+// in a small lock-free cache for reuse (pages stay resident: no page-fault
+// storm), purged after the delay; realloc grows or moves them with mremap
+// instead of copying.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "tenon/arena/arena.h"
+#include "tenon/common/config.h"
+
+namespace tenon {
+
+struct huge_header {
+  std::size_t map_size;  // bytes mapped from the header's page on
+  std::size_t usable;    // bytes usable from `user` on (what was asked, page-rounded)
+  char* user;            // the pointer handed out
+  bool far;              // header one unit below the user pointer's unit
+  // Bytes mapped from `user` on: may exceed `usable`, so that a reused or
+  // shrunk block keeps its resident pages for the next, larger request.
+  std::size_t capacity() const {
+    return map_size - static_cast<std::size_t>(user - reinterpret_cast<const char*>(this));
+  }
+};
+
+// The header of a huge block, or nullptr if p is not the start of one.
+huge_header* huge_lookup(const void* p);
+// Is p inside the range a huge block maps in the unit where its user pointer
+// is (its header page, its start, or after)? A pointer elsewhere in that unit
+// lies in someone else's memory. Neither call reads the block's memory unless
+// p is its start (src/huge/lookup.cpp): both are safe on any pointer, while
+// any other thread frees any block.
+bool huge_contains(const void* p);
+
+template <class C>
+class huge_maps {
+ public:
+  constexpr explicit huge_maps(arena<C>& chunks) : chunks_(&chunks) {}
+
+  // Returns nullptr (errno ENOMEM) when memory cannot be had; *zeroed: the
+  // block is known to read as zeros.
+  void* alloc(std::size_t n, std::size_t align, bool* zeroed);
+  void free(huge_header* h);
+  // Grow or shrink without copying; nullptr if it cannot (caller copies).
+  void* resize(huge_header* h, std::size_t n);
+  // Drop every cached block; true if anything was released.
+  bool flush_cache();
+  // Unmap cached blocks older than the purge delay; true if any was.
+  bool evict_expired();
+  // evict_expired for the arena's purge pass (its hook).
+  static bool purge_hook(void* self) { return static_cast<huge_maps*>(self)->evict_expired(); }
+
+ private:
+  // map.ipp
+  void count(stat_id id) { chunks_->shared_stats().add_shared(id); }
+  void unmap(huge_header* h);
+  bool resize_mapping(huge_header* h, std::size_t map_size);
+  // cache.ipp
+  bool cache_put(huge_header* h);
+  void split_tail(huge_header* h, std::size_t usable);
+  huge_header* claim_cached(std::size_t usable, bool* alone);
+  huge_header* cache_take(std::size_t usable);
+
+  arena<C>* chunks_;
+  // Recently freed mappings, one word a slot (see cache.ipp), and their bytes.
+  std::atomic<std::uint64_t> cache_[kHugeCacheSlots]{};
+  std::atomic<std::size_t> cache_bytes_{0};
+};
+
+}  // namespace tenon

@@ -1,0 +1,35 @@
+// Layer 6, large blocks (kMaxSmall < n <= kMaxLarge): a run of slices of its
+// own, owned by no heap; freed from any thread straight back to the arena
+// (one atomic fetch_and). Usable size is page-granular; its untouched pages
+// cost nothing.
+#pragma once
+#include <cstddef>
+
+#include "tenon/arena/arena.h"
+#include "tenon/span/span.h"
+
+namespace tenon {
+
+template <class C>
+class large_runs {
+ public:
+  using stats_t = typename C::stats;
+
+  constexpr explicit large_runs(arena<C>& chunks) : chunks_(&chunks) {}
+
+  // A block of n bytes at a multiple of align (a power of two), from slices
+  // near *hint. nullptr (errno ENOMEM) when memory cannot be had. *zeroed
+  // tells whether the block is known to read as zeros (calloc skips its
+  // memset).
+  void* alloc(std::size_t n, std::size_t align, bool* zeroed, chunk** hint, stats_t* st);
+  void free(span* s, stats_t* st) { chunks_->release_span(s, st); }
+  // Bytes usable from p, a large block of span s.
+  static std::size_t usable(const span* s, const void* p);
+  // Resize in place within the span's slices; false if it does not fit.
+  static bool resize(span* s, const void* p, std::size_t n);
+
+ private:
+  arena<C>* chunks_;
+};
+
+}  // namespace tenon

@@ -1,0 +1,59 @@
+// Layer 3, metadata lookup: from any pointer to its owner in O(1), no locks.
+//
+// The address space is divided into 4 MiB units, the size and alignment of a
+// chunk. The free fast path asks one question, "is p inside a chunk?", of a
+// direct-mapped table: slot (unit number mod 2^kChunkTableBits) holds the tag
+// of the chunk that took it, the chunk's last byte (base | 4 MiB-1). p is in
+// that chunk exactly when p | (4 MiB-1) equals the tag: one load and one
+// compare, exact for every pointer (the whole address is compared, so no
+// unit aliases another), and the tag is never 0, so an empty slot never
+// matches (NULL's tag is 4 MiB-1). 512 KiB of .bss, whatever the address
+// space; a unit of the 48-bit space would need 8 MiB as a bitmap.
+//
+// A chunk whose slot another chunk holds (one 256 GiB away: rare, chunks are
+// mapped close together) is marked in the unit map instead; in_chunk() asks
+// both. Chunks are never unmapped, so a slot, once taken, stays.
+//
+// Everything that is not a chunk (huge blocks; foreign memory) is in the unit
+// map (lookup/unit_map.h). A pointer in no chunk and no huge block was not
+// handed out by tenon ("foreign").
+// Entries are set (release) after the chunk header is written; a reader
+// holding a pointer we handed out is ordered after that by the program's own
+// hand-off of the pointer, so the fast path reads the slot relaxed.
+#pragma once
+#include <atomic>
+#include <cstdint>
+
+#include "tenon/common/config.h"
+#include "tenon/lookup/unit_map.h"
+
+namespace tenon::lookup {
+
+struct chunk_table {
+  std::atomic<std::uintptr_t> slot[std::size_t{1} << kChunkTableBits];
+};
+extern chunk_table g_chunk_table;
+
+// Computed from the unit's base (not as p | 4 MiB-1) so that the compiler
+// shares the base with span_of on the free fast path.
+inline std::uintptr_t chunk_tag(const void* p) {
+  return (reinterpret_cast<std::uintptr_t>(p) & ~(kChunkSize - 1)) + (kChunkSize - 1);
+}
+
+// The fast-path question: is p inside a chunk that has its table slot?
+// (False for a chunk in the unit map: callers that must be exact use in_chunk.)
+inline bool is_regular(const void* p) {
+  std::uintptr_t s = unit_of(p) & ((std::uintptr_t{1} << kChunkTableBits) - 1);
+  std::uintptr_t base = reinterpret_cast<std::uintptr_t>(p) & ~(kChunkSize - 1);
+  return (g_chunk_table.slot[s].load(std::memory_order_relaxed) ^ base) == kChunkSize - 1;
+}
+
+// Is p inside any chunk? The table first, then the unit map.
+inline bool in_chunk(const void* p) { return is_regular(p) || entry_of(p).kind() == unit_kind::chunk; }
+
+// Makes a freshly mapped chunk (header written) known to lookups: its table
+// slot, or if another chunk holds that, its unit map entry. False (errno
+// ENOMEM) only if the unit map needed a leaf and none could be reserved.
+bool add_chunk(const void* chunk_base);
+
+}  // namespace tenon::lookup

@@ -1,0 +1,69 @@
+// Layer 3, metadata lookup: the unit map says what a 4 MiB unit of the address
+// space holds, for every question the free fast path's chunk table does not
+// answer: a huge block (where its user pointer is, where its mapping ends in
+// the unit, where its header is), or a chunk without a table slot.
+//
+// One 64-bit entry per unit, in leaves of 2^kUnitLeafBits units reserved from
+// the platform the first time a unit in their range is marked, and never
+// unmapped: a reader may hold a leaf pointer forever. The directory of leaves
+// is in .bss (zero: no leaf). Address space grows with the spread of what
+// tenon maps (64 KiB a leaf for 32 GiB), not with the size of the space.
+//
+// An entry is written whole (release) and read whole (acquire), so a reader
+// never sees half of one, and the answer never depends on memory that the
+// block itself occupies: asking about a pointer in a unit whose huge block
+// another thread is unmapping reads only this never-unmapped entry.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "tenon/common/config.h"
+
+namespace tenon::lookup {
+
+inline std::uintptr_t unit_of(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) >> kChunkShift;
+}
+inline char* unit_base(const void* p) {
+  return reinterpret_cast<char*>(reinterpret_cast<std::uintptr_t>(p) & ~(kChunkSize - 1));
+}
+
+enum class unit_kind : std::uint8_t { none = 0, chunk = 1, huge = 2 };
+
+// An entry: kind (bits 0-1); for a huge block, whether its header is one unit
+// below (bit 2), the offset of its user pointer in the unit (bits 3-25) and
+// the offset where its mapping ends in the unit (bits 26-48, at most 4 MiB).
+class unit_entry {
+ public:
+  constexpr unit_entry() = default;
+  constexpr explicit unit_entry(std::uint64_t w) : w_(w) {}
+  static constexpr unit_entry chunk() { return unit_entry(static_cast<std::uint64_t>(unit_kind::chunk)); }
+  static constexpr unit_entry huge(std::size_t user_offset, std::size_t end_offset, bool header_below) {
+    return unit_entry(static_cast<std::uint64_t>(unit_kind::huge) | std::uint64_t{header_below} << 2 |
+                      std::uint64_t{user_offset} << 3 | std::uint64_t{end_offset} << 26);
+  }
+  unit_kind kind() const { return static_cast<unit_kind>(w_ & 3); }
+  bool header_below() const { return (w_ >> 2) & 1; }
+  std::size_t user_offset() const { return (w_ >> 3) & ((std::uint64_t{1} << 23) - 1); }
+  std::size_t end_offset() const { return (w_ >> 26) & ((std::uint64_t{1} << 23) - 1); }
+  std::uint64_t word() const { return w_; }
+
+ private:
+  std::uint64_t w_ = 0;
+};
+
+// What the unit of p holds (none for a unit never marked, or p above the
+// address space).
+unit_entry entry_of(const void* p);
+
+// Makes sure the entry of the unit at `unit_base` exists (reserves its leaf).
+// False (errno ENOMEM) if the leaf cannot be reserved. Done before any step
+// that cannot be undone, so that set() itself never fails.
+bool prepare(const void* unit_base);
+
+// Publishes / withdraws the entry of a prepared unit (release).
+void set(const void* unit_base, unit_entry e);
+void clear(const void* unit_base);
+
+}  // namespace tenon::lookup

@@ -1,0 +1,131 @@
+// Layer 1, platform: the only code that talks to the operating system and
+// the C library (mimalloc's lesson: one small primitives header). Everything
+// above asks here for address space, the clock, the environment, stderr,
+// the thread-exit key and symbols of the next library in line, and never
+// calls mmap, getenv, write, pthread_* or dlsym itself (tests/layers/
+// layout_check.py fails on a call elsewhere). No function here takes a lock
+// or allocates unless it says so; failures return nullptr/false and leave
+// errno as the kernel set it (ENOMEM for address-space exhaustion).
+// platform.h states the contract the engines rely on as a concept.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace tenon::os {
+
+// Page size, read from the kernel at run time (4 KiB, 16 KiB or 64 KiB on
+// aarch64), never assumed at compile time.
+std::size_t page_size();
+
+// Reserve `size` bytes of read-write, lazily committed address space whose
+// start is a multiple of `align` (a power of two, at least the page size).
+// Untouched pages cost no memory. Returns nullptr on failure.
+void* reserve(std::size_t size, std::size_t align);
+
+// Give the range back to the OS entirely.
+void release(void* p, std::size_t size);
+
+// Drop the physical pages behind a range (MADV_DONTNEED): the range stays
+// reserved and reads back as zeros. Returns false if the kernel refused.
+bool purge(void* p, std::size_t size);
+
+// Resize a mapping in place, without moving it. Returns false if the
+// neighbouring address space is taken.
+bool resize_in_place(void* p, std::size_t old_size, std::size_t new_size);
+
+// Move a mapping's pages (without copying them) to `dest`, an address range
+// the caller reserved with reserve() of at least new_size bytes.
+bool move_to(void* p, std::size_t old_size, std::size_t new_size, void* dest);
+
+// How many bytes of [p, p + size) are resident (mincore; p page aligned).
+// 0 if the kernel cannot tell.
+std::size_t resident_bytes(void* p, std::size_t size);
+
+// Ask for transparent huge pages on a range (best effort).
+void advise_huge(void* p, std::size_t size);
+
+// Fault a range in, writable, without changing its contents
+// (MADV_POPULATE_WRITE, Linux 5.14+). Best effort: false if the kernel is
+// older or out of memory; the pages then fault in on first touch as usual.
+bool populate(void* p, std::size_t size);
+
+// Where memory comes from (see tenon_set_memory_source in tenon.h). A
+// source installed before the first reservation replaces mmap for every
+// reserve() from then on; with one, release() hands ranges back to it and
+// resize_in_place()/move_to() always answer false (its memory is not the
+// kernel's to remap), so callers copy instead. Only the first install counts.
+struct memory_source {
+  void* (*reserve)(std::size_t size, std::size_t align, void* context);
+  void (*release)(void* p, std::size_t size, void* context);
+  void* context;
+};
+// False (nothing changes) once memory has been reserved or a source is set.
+bool set_memory_source(const memory_source& source);
+
+// Milliseconds on a coarse monotonic clock (CLOCK_MONOTONIC_COARSE: cheap,
+// a few ms of resolution; slow paths only). Wraps after 49 days: callers
+// compare differences.
+std::uint32_t now_ms();
+
+// Nanoseconds on CLOCK_MONOTONIC (a full clock read: calibration, tools).
+std::uint64_t monotonic_ns();
+
+// The process environment's value for name, or nullptr (getenv: neither
+// allocates nor locks).
+const char* env(const char* name);
+
+// Writes to stderr with write(2): no buffering, no allocation; errno kept.
+void write_error(const char* text, std::size_t length);
+void write_error(const char* text);
+
+// Ends the process with SIGABRT (after a message was written).
+[[noreturn]] void abort_process();
+
+// The thread-exit hook: a pthread key whose destructor runs at each thread's
+// exit with the value the thread set. -1 if no key could be created.
+long thread_key_create(void (*destructor)(void*));
+void thread_key_delete(long key);
+bool thread_key_set(long key, void* value);  // false if the value could not be stored
+
+// Registers fn to run in the child after fork() (pthread_atfork's child
+// hook: glibc runs it in the child before fork returns there).
+bool at_fork_child(void (*fn)());
+
+// Files, for the tools that write out what they measured (the trace writer).
+// open_for_append: created if missing, emptied if `truncate`, every write
+// appended (O_APPEND, close-on-exec); -1 with errno on failure.
+int open_for_append(const char* path, bool truncate);
+// Writes all of it (retrying short writes and EINTR); false on an error.
+bool write_all(int fd, const void* data, std::size_t size);
+void close_file(int fd);
+// The calling process's id.
+int process_id();
+
+// The definition of `name` in the next library after this one in the lookup
+// order (dlsym(RTLD_NEXT)), or nullptr. Takes the dynamic linker's lock:
+// call it at load time (a constructor) or on a path that may wait.
+void* next_symbol(const char* name);
+
+// The file name of the library that holds `address` (dladdr), or nullptr.
+const char* library_of(const void* address);
+
+// Threads (for the background purger, src/arena/purger.cpp).
+
+// True while the process has never had a second thread (glibc's
+// __libc_single_threaded; false where the C library does not say). Then no
+// other thread can hold a lock that creating a thread takes.
+bool single_threaded();
+
+// Start a detached thread running fn(arg), with a small stack and every
+// signal blocked (signals sent to the process must reach the program's own
+// threads). False if the thread could not be created (thread limits,
+// seccomp); errno is left as it was.
+bool start_thread(void* (*fn)(void*), void* arg);
+
+// Name the calling thread (shown by ps, top and gdb; at most 15 characters).
+void name_this_thread(const char* name);
+
+// Sleep for about ms milliseconds (returns early if a signal interrupts it).
+void sleep_ms(std::uint32_t ms);
+
+}  // namespace tenon::os

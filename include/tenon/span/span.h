@@ -1,0 +1,87 @@
+// Layer 2, spans: a run of slices cut into blocks of one size class (or one
+// large block), described by a descriptor that lives in its chunk's header.
+//
+// Descriptors are type-stable: chunk headers are never unmapped, so a stale
+// descriptor pointer always points at a descriptor (what lock-free stacks of
+// spans rely on; ABA is then caught by the stacks' version tags).
+//
+// Ownership: a small span is owned by at most one thread heap (`owner`). Only
+// the owner touches the fields marked "owner". Any other thread frees a block
+// by pushing it on `remote` with a CAS; the owner takes the whole list with
+// one exchange. The remote word packs, besides the list head, the number of
+// blocks on it (so collecting is O(1)) and two flags that tell the pusher who
+// must hear of the span:
+//   kFull:     the owner parked the span on its full list; the pusher that
+//              clears the flag bumps the owner's notify counter for the class.
+//   kFloating: the span has no owner and no list (its thread exited while it
+//              was full); the pusher that clears the flag publishes the span
+//              on the global partial stack of its class.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "tenon/common/config.h"
+
+namespace tenon {
+
+struct block {
+  block* next;
+};
+
+namespace remote_word {
+constexpr std::uint64_t kFull = 1;
+constexpr std::uint64_t kFloating = 2;
+constexpr std::uint64_t kFlags = 7;
+constexpr unsigned kCountShift = 48;
+constexpr std::uint64_t kPtrMask = ((std::uint64_t{1} << kCountShift) - 1) & ~kFlags;
+
+inline block* head(std::uint64_t w) { return reinterpret_cast<block*>(w & kPtrMask); }
+inline std::uint32_t count(std::uint64_t w) { return static_cast<std::uint32_t>(w >> kCountShift); }
+inline std::uint64_t make(block* b, std::uint32_t n, std::uint64_t flags) {
+  return reinterpret_cast<std::uint64_t>(b) | (std::uint64_t{n} << kCountShift) | flags;
+}
+}  // namespace remote_word
+
+enum class span_kind : std::uint8_t { small, large };
+
+// Where a small span is, from its owner's point of view (owner-private).
+enum class span_state : std::uint8_t { current, avail, full, detached };
+
+struct span {
+  // --- owner-only ---
+  block* free = nullptr;       // local free list: owner's frees land here
+  std::uint32_t used = 0;      // blocks out (biased by kCurrentBias while current)
+  std::uint32_t low_mark = 1;  // local free calls the slow path when used drops below
+  // Shared: read by every free, written on (ab)adoption. The owning thread
+  // heap (a heap<C> of the engine whose chunk this is), or nullptr.
+  std::atomic<void*> owner{nullptr};
+  span* next = nullptr;        // owner's avail/full list
+  span* prev = nullptr;
+  std::uint32_t carved = 0;    // blocks carved from the span's memory so far
+  span_state state = span_state::detached;
+  // --- fixed while the span lives ---
+  span_kind kind = span_kind::small;
+  std::uint8_t cls = 0;
+  std::uint8_t first_slice = 0;
+  std::uint8_t nslices = 0;
+  bool zeroed = false;         // memory known to read as zeros (fresh or purged)
+  std::uint32_t block_size = 0;
+  std::uint32_t capacity = 0;
+  char* start = nullptr;
+  std::size_t large_usable = 0;  // large spans: usable bytes from the user pointer
+  // --- shared ---
+  std::atomic<std::uint64_t> remote{0};
+  std::atomic<std::uint32_t> stack_next{0};  // link on a partial stack (span id)
+};
+
+// The descriptor of a span with nothing to give: every class of a heap with
+// no span of its own points here, so the malloc fast path needs no null test.
+extern constinit span g_empty_span;
+
+// While a span is its heap's current span for a class, its `used` carries this
+// bias so that a local free never sees it reach zero: the fast path's single
+// "used < low_mark" test then covers empty and formerly-full spans alike.
+constexpr std::uint32_t kCurrentBias = 1u << 30;
+
+}  // namespace tenon

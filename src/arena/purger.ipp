@@ -1,0 +1,67 @@
+// arena<C>: the background purger, one thread that runs the purge pass on
+// time, so that free memory goes back to the OS after TENON_PURGE_DELAY_MS
+// even when the program makes no further allocator call (idle, or blocked on
+// I/O).
+//
+// The thread only ever runs the existing pass, which claims its work by CAS
+// and never waits; nobody waits for the thread either, so a purger that is
+// stopped (or was lost to fork) costs only the purging. It is started either
+// lazily, by the first release that keeps memory resident while the process
+// has never had a second thread (then nobody else can hold a lock that
+// pthread_create takes, and pthread_create's own malloc calls re-enter us
+// harmlessly), or at load (TENON_BACKGROUND_PURGE=2, the engine's start-up).
+// See docs/options.md and docs/architecture.md.
+#include "tenon/arena/arena.h"
+#include "tenon/common/inject.h"
+#include "tenon/platform/options.h"
+
+namespace tenon {
+
+namespace arena_detail {
+// purger_state_: kRunning stays set in a fork child, which has no purger: it
+// is never restarted there (a child of a multithreaded process cannot tell
+// that it is alone; its memory is purged on allocator activity, as without
+// the thread).
+enum : int { kNotStarted, kStarting, kRunning, kFailed };
+}  // namespace arena_detail
+
+template <class C>
+void* arena<C>::purger_main(void* self) {
+  using platform = typename C::platform;
+  auto* a = static_cast<arena*>(self);
+  platform::name_this_thread("tenon-purge");
+  for (;;) {
+    TENON_INJECT_POINT("purger.pass");
+    a->purge(false, nullptr);  // skipped if another thread holds the pass
+    std::uint32_t longest = options().purge_delay_ms / 2 + 1;  // the pass's own period
+    std::uint32_t due = a->ms_until_purge_due();
+    std::uint32_t ms = due < longest ? due : longest;
+    platform::sleep_ms(ms < kPurgerMinSleepMs ? kPurgerMinSleepMs : ms);
+  }
+  return nullptr;
+}
+
+template <class C>
+bool arena<C>::start_purger() {
+  int state = purger_state_.load(std::memory_order_relaxed);
+  if (state != arena_detail::kNotStarted) return state == arena_detail::kRunning;
+  // Whoever wins starts it; anyone else goes on (a racer never waits).
+  if (!purger_state_.compare_exchange_strong(state, arena_detail::kStarting, std::memory_order_relaxed)) return false;
+  bool ok = C::platform::start_thread(purger_main, this);
+  purger_state_.store(ok ? arena_detail::kRunning : arena_detail::kFailed, std::memory_order_relaxed);
+  return ok;
+}
+
+template <class C>
+void arena<C>::note_retained() {
+  if (purger_state_.load(std::memory_order_relaxed) != arena_detail::kNotStarted) return;
+  // Single-threaded: no other thread exists to hold a lock pthread_create
+  // needs (its stack-cache lock is held around frees only in thread teardown
+  // paths, which a process that never had a thread cannot be in), and a
+  // malloc or free that pthread_create makes finds the state kStarting.
+  if (!C::platform::single_threaded()) return;
+  if (options().background_purge != purge_thread::lazy) return;
+  start_purger();
+}
+
+}  // namespace tenon

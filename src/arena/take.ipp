@@ -1,0 +1,139 @@
+// arena<C>: finding and taking runs of free slices, and mapping new chunks.
+#include <errno.h>
+
+#include "slice_bits.h"
+#include "tenon/arena/arena.h"
+#include "tenon/common/checks.h"
+#include "tenon/common/inject.h"
+#include "tenon/common/sync.h"
+#include "tenon/lookup/chunk_map.h"
+
+namespace tenon {
+
+namespace arena_detail {
+
+// The descriptor of the run [first, first + n) of c, just taken by the caller.
+inline span* form(chunk* c, unsigned first, unsigned n) {
+  std::uint64_t mask = slice_bits::run_mask(first, n);
+  TENON_CHECK((c->used.load(std::memory_order_relaxed) & mask) == mask);
+  span* s = &c->spans[first];
+  // Slices we just took are ours alone: nobody else touches their dirty bits.
+  std::uint64_t dirty = c->dirty.load(std::memory_order_relaxed);
+  s->zeroed = (dirty & mask) == 0;
+  if (dirty & mask) c->dirty.fetch_and(~mask, std::memory_order_relaxed);
+  s->first_slice = static_cast<std::uint8_t>(first);
+  s->nslices = static_cast<std::uint8_t>(n);
+  s->start = reinterpret_cast<char*>(c) + (std::size_t{first} << kSliceShift);
+  for (unsigned i = first; i < first + n; ++i) c->index.span_at[i].store(s, std::memory_order_relaxed);
+  return s;
+}
+
+}  // namespace arena_detail
+
+// The registered chunk in slot idx, or nullptr (a slot being filled, or in a
+// block that could not be reserved).
+template <class C>
+chunk* arena<C>::registered(std::uint32_t idx) {
+  registry_block* b = registry_[idx / kChunkRegistryBlock].load(std::memory_order_acquire);
+  return b ? (*b)[idx % kChunkRegistryBlock].load(std::memory_order_acquire) : nullptr;
+}
+
+// Records c in slot idx. The slots live in blocks reserved as the count
+// reaches them (a flat array would cost every process 2 MiB of address
+// space): racers each reserve a block, one CAS installs it, the others give
+// theirs back. Blocks are never unmapped. If the block cannot be reserved
+// (ENOMEM) the chunk still works; like one past kMaxChunks, it is just not
+// shared for reuse.
+template <class C>
+void arena<C>::register_at(std::uint32_t idx, chunk* c) {
+  using platform = typename C::platform;
+  std::atomic<registry_block*>& entry = registry_[idx / kChunkRegistryBlock];
+  registry_block* b = entry.load(std::memory_order_acquire);
+  if (!b) {
+    int saved = errno;
+    auto* fresh = static_cast<registry_block*>(platform::reserve(sizeof(registry_block), platform::page_size()));
+    errno = saved;
+    if (!fresh) return;
+    if (entry.compare_exchange_strong(b, fresh, std::memory_order_acq_rel, std::memory_order_acquire)) {
+      b = fresh;
+    } else {
+      platform::release(fresh, sizeof(registry_block));
+    }
+  }
+  (*b)[idx % kChunkRegistryBlock].store(c, std::memory_order_release);
+}
+
+template <class C>
+span* arena<C>::try_take(chunk* c, unsigned n, bool warm_only, stats_t* st) {
+  std::uint64_t used = c->used.load(std::memory_order_relaxed);
+  for (;;) {
+    int pos = slice_bits::find_run(used, c->dirty.load(std::memory_order_relaxed), n, warm_only);
+    if (pos < 0) return nullptr;
+    TENON_INJECT_POINT("chunk.take");
+    if (c->used.compare_exchange_weak(used, used | slice_bits::run_mask(static_cast<unsigned>(pos), n),
+                                      std::memory_order_acquire, std::memory_order_relaxed))
+      return arena_detail::form(c, static_cast<unsigned>(pos), n);
+    count(st, shared_stats_, stat_retry_chunk_bitmap);
+  }
+}
+
+template <class C>
+chunk* arena<C>::new_chunk(unsigned take_n, stats_t* st) {
+  using platform = typename C::platform;
+  TENON_INJECT_POINT("chunk.new");
+  void* mem = platform::reserve(kChunkSize, kChunkSize);
+  if (!mem) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  // The header slice and the run for the caller are taken before anyone can
+  // see the chunk; fresh pages are zero, so only non-zero fields are written.
+  auto* c = static_cast<chunk*>(mem);
+  c->used.store(1 | slice_bits::run_mask(1, take_n), std::memory_order_relaxed);
+  if (!lookup::add_chunk(c)) {  // no unit map leaf for it: nobody has seen it yet
+    platform::release(mem, kChunkSize);
+    errno = ENOMEM;
+    return nullptr;
+  }
+  std::uint32_t slot = nchunks_.load(std::memory_order_relaxed);
+  while (slot < kMaxChunks && !nchunks_.compare_exchange_weak(slot, slot + 1, std::memory_order_relaxed)) {
+  }
+  // Past kMaxChunks the chunk still works; it is just not shared for reuse.
+  if (slot < kMaxChunks) register_at(slot, c);
+  count(st, shared_stats_, stat_chunks_mapped);
+  return c;
+}
+
+template <class C>
+span* arena<C>::take_span(unsigned nslices, chunk** hint, stats_t* st) {
+  TENON_CHECK(nslices >= 1 && nslices <= kMaxSpanSlices);
+  [[maybe_unused]] section<typename C::sync, shared_structure::chunks> guard;
+  // Warm slices anywhere (hint first, then a bounded scan) before clean ones
+  // in the hint chunk: a thread must not keep touching fresh pages of its own
+  // chunk while freed, still resident slices wait in others.
+  for (bool warm_only : {true, false}) {
+    if (*hint) {
+      if (span* s = try_take(*hint, nslices, warm_only, st)) return s;
+    }
+    std::uint32_t n = nchunks_.load(std::memory_order_acquire);
+    if (n > kMaxChunks) n = kMaxChunks;
+    std::uint32_t from = n ? scan_from_.load(std::memory_order_relaxed) % n : 0;
+    std::uint32_t limit = warm_only && n > kWarmScanChunks ? kWarmScanChunks : n;
+    for (std::uint32_t i = 0; i < limit; ++i) {
+      std::uint32_t idx = (from + i) % n;
+      chunk* c = registered(idx);
+      if (!c || c == *hint) continue;
+      if (span* s = try_take(c, nslices, warm_only, st)) {
+        *hint = c;
+        scan_from_.store(idx, std::memory_order_relaxed);
+        return s;
+      }
+    }
+  }
+  chunk* c = new_chunk(nslices, st);
+  if (!c) return nullptr;
+  *hint = c;
+  return arena_detail::form(c, 1, nslices);
+}
+
+}  // namespace tenon

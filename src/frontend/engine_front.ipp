@@ -1,0 +1,167 @@
+// engine_front<E>: the front end's out-of-line paths: big and aligned
+// requests, frees that are not the owning thread's, realloc, usable size,
+// trim, and the routing of pointers that are not in a chunk (huge blocks,
+// and foreign pointers, which go to foreign.cpp).
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "tenon/common/checks.h"
+#include "tenon/frontend/engine_front.h"
+#include "tenon/frontend/foreign.h"
+#include "tenon/huge/huge.h"
+
+namespace tenon {
+
+namespace front_detail {
+
+// Zero a reused block for calloc. A big one gets its pages dropped instead of
+// cleared: the kernel gives back zero pages as the program touches them, so a
+// program that uses little of a big zeroed block does not pay for all of it
+// (memset of 32 MiB: about 8 ms; drop and touch one page: 11 us). A program
+// that touches every page pays a page fault for each instead of the memset,
+// which is what glibc makes it pay at that size (see kCallocDropMin).
+// Big blocks are huge ones: page-aligned, usable up to the page-rounded size.
+template <class Platform>
+void clear_reused(void* p, std::size_t n) {
+  if (n >= kCallocDropMin) {
+    std::size_t page = Platform::page_size();
+    if (Platform::purge(p, (n + page - 1) & ~(page - 1))) return;
+  }
+  memset(p, 0, n);
+}
+
+}  // namespace front_detail
+
+template <auto& E>
+void* engine_front<E>::alloc_big(std::size_t n, std::size_t align, bool zero) noexcept {
+  if (n > PTRDIFF_MAX) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (n == 0) n = 1;  // aligned_alloc(big alignment, 0): still a real, unique block
+  bool zeroed = false;
+  void* p;
+  std::size_t slack = align > kSliceSize ? align - kSliceSize : 0;
+  if (n + slack <= kMaxLarge && align < kChunkSize) {
+    heap_t* h = t_thread<config>.current;
+    bool has_heap = h != &g_empty_heap<config>;
+    chunk* local_hint = nullptr;
+    p = E.large.alloc(n, align, &zeroed, has_heap ? &h->chunk_hint : &local_hint, has_heap ? &h->st : nullptr);
+  } else {
+    p = E.huge.alloc(n, align, &zeroed);
+  }
+  if (p && zero && !zeroed) front_detail::clear_reused<typename config::platform>(p, n);
+  return p;
+}
+
+// A class whose block size is a multiple of the alignment gives aligned
+// blocks, since spans start on 64 KiB boundaries.
+template <auto& E>
+void* engine_front<E>::alloc_aligned_small(std::size_t n, std::size_t align) noexcept {
+  for (unsigned c = size_to_class(n < align ? align : n); c < kNumClasses; ++c)
+    if (kClasses.size[c] % align == 0) return heap_alloc(E.heaps, c);
+  return alloc_big(n, align, false);
+}
+
+template <auto& E>
+void* engine_front<E>::alloc_zeroed(std::size_t n) noexcept {
+  if (n <= kMaxSmall) {
+    void* p = heap_alloc(E.heaps, size_to_class(n));
+    if (p) memset(p, 0, n);
+    return p;
+  }
+  return alloc_big(n, 0, true);
+}
+
+// A block of a chunk, freed by a thread whose heap does not own its span: a
+// large block straight back to the arena, a small one to its owner.
+template <auto& E>
+void engine_front<E>::free_not_owned(heap_t* h, span* s, void* p) noexcept {
+  if (s->kind == span_kind::large) {
+    E.large.free(s, h == &g_empty_heap<config> ? nullptr : &h->st);
+    return;
+  }
+  E.heaps.free_remote(h, s, static_cast<block*>(p));
+}
+
+template <auto& E>
+void engine_front<E>::free_irregular(void* p) noexcept {
+  if (!p) return;
+  if (lookup::in_chunk(p)) {  // a chunk without a fast-table slot
+    free_in_chunk(p);
+    return;
+  }
+  if (huge_header* h = huge_lookup(p)) {
+    E.huge.free(h);
+    return;
+  }
+  // Only a pointer inside a huge block's own range is tenon's (an interior
+  // pointer: invalid, ignored); anything else in its unit is foreign.
+  if (huge_contains(p)) return;
+  foreign::free(p);
+}
+
+template <auto& E>
+std::size_t engine_front<E>::usable_size(const void* p) noexcept {
+  if (!p) return 0;
+  if (lookup::in_chunk(p)) {
+    const span* s = lookup::span_of(p);
+    return s->kind == span_kind::small ? s->block_size : large_runs<config>::usable(s, p);
+  }
+  if (huge_header* h = huge_lookup(p)) return h->usable;
+  if (huge_contains(p)) return 0;  // inside a huge block, not its start: not a block
+  return foreign::usable_size(p);
+}
+
+template <auto& E>
+void* engine_front<E>::realloc_slow(void* p, std::size_t n) noexcept {
+  TENON_CHECK(p != nullptr && n > 0 && n <= PTRDIFF_MAX);  // standard_api answered the rest
+  std::size_t old;
+  if (lookup::in_chunk(p)) {
+    span* s = lookup::span_of(p);
+    if (s->kind == span_kind::large) {
+      // Stay in place when the new size still fits the run and wastes < 3/4.
+      std::size_t room = large_runs<config>::usable(s, p);
+      if (n > kMaxSmall && n >= room / 4 && large_runs<config>::resize(s, p, n)) return p;
+      old = room;
+    } else {
+      old = s->block_size;
+    }
+  } else if (huge_header* h = huge_lookup(p)) {
+    if (n > kMaxLarge) {
+      if (void* q = E.huge.resize(h, n)) return q;
+    }
+    old = h->usable;
+  } else if (huge_contains(p)) {
+    // Inside a huge block, not its start: not a block. Never read as a
+    // glibc block, whose header would be the huge block's own bytes.
+    errno = EINVAL;
+    return nullptr;
+  } else {
+    switch (foreign::plan_resize(p, n, &old)) {
+      case foreign::resize::stay: return p;
+      case foreign::resize::invalid: errno = EINVAL; return nullptr;
+      case foreign::resize::move: break;
+    }
+  }
+  void* q = alloc(n);
+  if (!q) return nullptr;  // errno is ENOMEM; p is untouched
+  memcpy(q, p, old < n ? old : n);
+  dealloc(p);
+  return q;
+}
+
+template <auto& E>
+int engine_front<E>::trim(std::size_t) noexcept {
+  return E.trim(t_thread<config>.current);
+}
+
+template <auto& E>
+int engine_front<E>::owns(const void* p) noexcept {
+  if (!p) return 0;
+  if (lookup::in_chunk(p)) return 1;
+  return huge_lookup(p) != nullptr;
+}
+
+}  // namespace tenon

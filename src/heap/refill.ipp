@@ -1,0 +1,145 @@
+// thread_heaps<C>: the allocation slow path: a heap whose current span for a
+// class is empty finds it another one (its own, an unowned one, or fresh
+// slices from the arena).
+#include <errno.h>
+
+#include "tenon/common/checks.h"
+#include "tenon/common/inject.h"
+#include "tenon/heap/thread_heaps.h"
+
+namespace tenon {
+
+template <class C>
+void thread_heaps<C>::partial_push(span* s, stats_t* st) {
+  TENON_CHECK(s->owner.load(std::memory_order_relaxed) == nullptr && s->kind == span_kind::small);
+  unsigned retries = partial_[s->cls].push(span_id(s));
+  if (retries) count(st, chunks_->shared_stats(), stat_retry_partial_stack, retries);
+}
+
+// A fresh span of a class owned by `owner`, or by nobody (nullptr) when a
+// thread without a heap forms it (see alloc_heapless).
+template <class C>
+span* thread_heaps<C>::form_small_span(heap_t* owner, unsigned cls, chunk** hint, stats_t* st) {
+  span* s = chunks_->take_span(kClasses.slices[cls], hint, st);
+  if (!s) return nullptr;
+  s->kind = span_kind::small;
+  s->cls = static_cast<std::uint8_t>(cls);
+  s->block_size = kClasses.size[cls];
+  s->capacity = static_cast<std::uint32_t>((std::size_t{s->nslices} << kSliceShift) / s->block_size);
+  s->carved = 0;
+  s->free = nullptr;
+  s->used = 0;
+  s->low_mark = 1;
+  s->next = s->prev = nullptr;
+  s->remote.store(0, std::memory_order_relaxed);
+  s->owner.store(owner, std::memory_order_release);  // see free_remote
+  count(st, chunks_->shared_stats(), stat_spans_formed);
+  return s;
+}
+
+// Take every unowned span of a class (one successful CAS) and make it ours:
+// empty ones go back, the others join our lists. Unowned spans only receive
+// remote frees onto their own lists; adopted one at a time from a LIFO
+// stack, the older ones were never reached again and never emptied (mstress,
+// where each round's threads exit, grew round after round). Owned again,
+// their frees reach us through the inbox and they empty and are released
+// like any other.
+template <class C>
+void thread_heaps<C>::absorb_partials(heap_t* h, unsigned cls) {
+  class_lists& l = h->lists[cls];
+  for (std::uint32_t id = partial_[cls].pop_all(); id;) {
+    span* s = span_from_id(id);
+    id = s->stack_next.load(std::memory_order_relaxed);
+    TENON_INJECT_POINT("span.adopt");
+    TENON_CHECK(s->owner.load(std::memory_order_relaxed) == nullptr && s->cls == cls);
+    s->owner.store(h, std::memory_order_release);  // see free_remote
+    h->st.add(stat_spans_adopted);
+    take_remote(s);
+    s->low_mark = 1;
+    if (s->used == 0) {
+      retire_empty(h, l, s);
+    } else if (s->free || s->carved < s->capacity || !park_full(l, s)) {
+      s->state = span_state::avail;
+      heap_detail::list_push(&l.avail, s);
+    }
+  }
+}
+
+// Before this heap takes fresh memory: the unowned spans of the class it
+// needs, and once every kSweepEvery times those of every class (so that a
+// class nobody allocates any more is still reclaimed). Sweeping every class
+// every time made each starting thread take all spans (mstress: 66,157
+// absorptions in 320 thread lifetimes, 1.5x glibc's time at 16 threads).
+template <class C>
+void thread_heaps<C>::absorb_before_growing(heap_t* h, unsigned cls) {
+  if (!partial_[cls].empty()) absorb_partials(h, cls);
+  if (++h->forms_since_sweep < kSweepEvery) return;
+  h->forms_since_sweep = 0;
+  for (unsigned c = 0; c < kNumClasses; ++c)
+    if (!partial_[c].empty()) absorb_partials(h, c);
+}
+
+namespace heap_detail {
+
+// A span this heap already owns for the class: partly used ones first, then
+// the kept empty one.
+inline span* take_owned(class_lists& l) {
+  if (span* s = l.avail) {
+    list_unlink(&l.avail, s);
+    return s;
+  }
+  span* s = l.empty;
+  l.empty = nullptr;
+  return s;
+}
+
+}  // namespace heap_detail
+
+template <class C>
+span* thread_heaps<C>::find_span(heap_t* h, unsigned cls) {
+  class_lists& l = h->lists[cls];
+  std::uint32_t notes = l.notify.load(std::memory_order_relaxed);
+  if (notes && notes >= 1 + l.nfull / 16) scan_full(h, cls);
+  if (span* s = heap_detail::take_owned(l)) return s;
+  // Before taking fresh memory: unowned spans, and whatever remote frees
+  // gave back to our full spans.
+  absorb_before_growing(h, cls);
+  if (notes) scan_full(h, cls);
+  if (span* s = heap_detail::take_owned(l)) return s;
+  return form_small_span(h, cls, &h->chunk_hint, &h->st);
+}
+
+template <class C>
+void* thread_heaps<C>::alloc_slow(heap_t* h, unsigned cls) {
+  if (h == &g_empty_heap<C>) {
+    if (t_thread<C>.released) return alloc_heapless(cls);
+    h = attach();
+    if (!h) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+  }
+  flush_remote(h);
+  drain_inbox(h);
+  span* s = h->current[cls];
+  if (s != &g_empty_span) {
+    // The drain may have put blocks back on this very span: hand those out
+    // first. Carving over them dropped them from the free list, and retiring
+    // the span with them parked it as full with nothing left to free into it
+    // (a producer whose consumers follow closely leaked span after span).
+    if (s->free || refill(s)) return pop(s);
+    if (retire_full(h, cls, s)) return pop(s);
+  }
+  for (;;) {
+    s = find_span(h, cls);
+    if (!s) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+    make_current(h, cls, s);
+    if (s->free || refill(s)) return pop(s);
+    if (retire_full(h, cls, s)) return pop(s);
+  }
+}
+
+}  // namespace tenon

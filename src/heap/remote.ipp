@@ -1,0 +1,146 @@
+// thread_heaps<C>: blocks freed by a thread that does not own their span:
+// batched per owner heap in the freeing thread's outboxes, handed to the
+// owner's inbox with one CAS, sorted into the owner's spans on its next
+// allocation slow path; straight onto the span's remote list when the span
+// has no owner.
+#include <bit>
+
+#include "tenon/common/checks.h"
+#include "tenon/common/inject.h"
+#include "tenon/heap/thread_heaps.h"
+#include "tenon/lookup/slice_index.h"
+
+namespace tenon {
+
+// Hand a chain of blocks to a span we do not own, in one CAS.
+template <class C>
+void thread_heaps<C>::push_remote(span* s, block* head, block* tail, std::uint32_t n, stats_t* st) {
+  std::uint64_t old = s->remote.load(std::memory_order_relaxed);
+  for (;;) {
+    C::links::set_next(tail, remote_word::head(old), s);
+    std::uint64_t desired = remote_word::make(head, remote_word::count(old) + n, 0);
+    TENON_INJECT_POINT("remote.push");
+    if (s->remote.compare_exchange_weak(old, desired, std::memory_order_acq_rel, std::memory_order_relaxed)) break;
+    count(st, chunks_->shared_stats(), stat_retry_remote_push);
+  }
+  // Whoever clears a flag does what the flag asks (exactly one pusher can).
+  if (old & remote_word::kFull) {
+    if (auto* o = static_cast<heap_t*>(s->owner.load(std::memory_order_acquire)))
+      o->lists[s->cls].notify.fetch_add(1, std::memory_order_release);
+  } else if (old & remote_word::kFloating) {
+    partial_push(s, st);
+  }
+}
+
+// Sort a chain taken from our inbox into our spans. A block whose span we no
+// longer own (we gave it up, or it was freed to us after our thread's exit
+// and a new thread now uses this heap) goes to that span's own remote list.
+template <class C>
+void thread_heaps<C>::sort_inbox_chain(heap_t* h, block* b) {
+  while (b) {
+    span* s = lookup::span_of(b);
+    block* next = C::links::next(b, s);
+    if (s->owner.load(std::memory_order_relaxed) == h) {
+      free_to_own_span(*this, h, s, b);
+    } else {
+      C::links::set_next(b, nullptr, s);
+      push_remote(s, b, b, 1, &h->st);
+    }
+    b = next;
+  }
+}
+
+template <class C>
+void thread_heaps<C>::drain_inbox(heap_t* h) {
+  if (h->inbox.load(std::memory_order_relaxed) == 0) return;
+  TENON_INJECT_POINT("inbox.drain");
+  auto chain = h->inbox.exchange(0, std::memory_order_acquire);
+  sort_inbox_chain(h, reinterpret_cast<block*>(chain));
+}
+
+// Hand a chain to its destination heap's inbox in one CAS. If that heap's
+// thread has exited (inbox closed), each block goes to its span instead.
+template <class C>
+void thread_heaps<C>::deliver(heap_t* dest, block* head, block* tail, stats_t* st) {
+  span* tail_span = lookup::span_of(tail);
+  std::uintptr_t old = dest->inbox.load(std::memory_order_relaxed);
+  for (;;) {
+    if (old == kInboxClosed) {
+      // A failed CAS may have linked the tail to a stale chain: cut it there.
+      C::links::set_next(tail, nullptr, tail_span);
+      for (block* b = head; b;) {
+        span* s = lookup::span_of(b);
+        block* next = C::links::next(b, s);
+        C::links::set_next(b, nullptr, s);
+        push_remote(s, b, b, 1, st);
+        b = next;
+      }
+      return;
+    }
+    C::links::set_next(tail, reinterpret_cast<block*>(old), tail_span);
+    TENON_INJECT_POINT("inbox.push");
+    if (dest->inbox.compare_exchange_weak(old, reinterpret_cast<std::uintptr_t>(head), std::memory_order_release,
+                                          std::memory_order_relaxed))
+      return;
+    count(st, chunks_->shared_stats(), stat_retry_inbox);
+  }
+}
+
+template <class C>
+void thread_heaps<C>::flush_outbox(heap_t* h, outbox& ob) {
+  TENON_CHECK(ob.count > 0 && ob.head && ob.tail);
+  h->st.add(stat_remote_batches);
+  auto* dest = static_cast<heap_t*>(ob.dest);
+  block *head = ob.head, *tail = ob.tail;
+  ob.count = 0;
+  ob.head = ob.tail = nullptr;
+  h->out_pending &= ~(1u << (&ob - h->out));
+  deliver(dest, head, tail, &h->st);
+}
+
+template <class C>
+void thread_heaps<C>::flush_remote(heap_t* h) {
+  while (h->out_pending) flush_outbox(h, h->out[std::countr_zero(h->out_pending)]);
+}
+
+template <class C>
+void thread_heaps<C>::free_remote(heap_t* h, span* s, block* b) {
+  TENON_CHECK(s->kind == span_kind::small);
+  // A thread that only frees (the consumer of a producer/consumer pair) gets
+  // a heap too, so that its remote frees are batched like everyone else's;
+  // not once its heap was released at exit, nor when no heap is to be had.
+  if (h == &g_empty_heap<C> && (t_thread<C>.released || !(h = attach()))) {
+    free_heapless(s, b);
+    return;
+  }
+  // Acquire pairs with the release that published the owner: the heap's
+  // construction (its inbox word) happens before our delivery to it.
+  void* dest = s->owner.load(std::memory_order_acquire);
+  if (dest == h) {  // the heap attached just now already owns it
+    free_to_own_span(*this, h, s, b);
+    return;
+  }
+  if (!dest) {  // an unowned span (its thread exited): straight to its list
+    C::links::set_next(b, nullptr, s);
+    push_remote(s, b, b, 1, &h->st);
+    return;
+  }
+  // Slot from the heap's address, not a field of it: reading the destination
+  // heap's memory here would need ordering we do not have (owner is relaxed).
+  // Heaps of one segment are contiguous, so they take consecutive slots.
+  outbox& ob = h->out[(reinterpret_cast<std::uintptr_t>(dest) / sizeof(heap_t)) % kOutboxes];
+  if (ob.dest != dest || ob.count == 0) {
+    if (ob.count) flush_outbox(h, ob);
+    ob.dest = dest;
+    C::links::set_next(b, nullptr, s);
+    ob.head = ob.tail = b;
+    ob.count = 1;
+    h->out_pending |= 1u << (&ob - h->out);
+    return;
+  }
+  C::links::set_next(b, ob.head, s);
+  ob.head = b;
+  if (++ob.count >= kRemoteBatchMax) flush_outbox(h, ob);
+}
+
+}  // namespace tenon

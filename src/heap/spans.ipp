@@ -1,0 +1,211 @@
+// thread_heaps<C>: a heap's own spans: carving, collecting remote frees,
+// and moving spans between current, avail, full and empty. Owner-private
+// except for the remote word, which is taken with one exchange.
+#include "tenon/common/checks.h"
+#include "tenon/common/inject.h"
+#include "tenon/heap/thread_heaps.h"
+
+namespace tenon {
+
+namespace heap_detail {
+
+inline void list_push(span** head, span* s) {
+  TENON_CHECK(s->next == nullptr && s->prev == nullptr && *head != s);
+  s->prev = nullptr;
+  s->next = *head;
+  if (*head) (*head)->prev = s;
+  *head = s;
+}
+
+inline void list_unlink(span** head, span* s) {
+  TENON_CHECK(s->prev ? s->prev->next == s : *head == s);
+  TENON_CHECK(!s->next || s->next->prev == s);
+  if (s->prev) s->prev->next = s->next; else *head = s->next;
+  if (s->next) s->next->prev = s->prev;
+  s->next = s->prev = nullptr;
+}
+
+}  // namespace heap_detail
+
+// Carve the next blocks of a span into its local free list, which must be
+// empty (the carved chain replaces it): about a page at a time, so memory is
+// touched only as it is used.
+template <class C>
+void thread_heaps<C>::carve(span* s) {
+  TENON_CHECK(s->free == nullptr && s->carved < s->capacity);
+  std::uint32_t size = s->block_size;
+  std::uint32_t n = static_cast<std::uint32_t>(4096 / size);
+  if (n == 0) n = 1;
+  if (n > s->capacity - s->carved) n = s->capacity - s->carved;
+  char* first = s->start + std::size_t{s->carved} * size;
+  char* p = first;
+  for (std::uint32_t i = 1; i < n; ++i, p += size)
+    C::links::set_next(reinterpret_cast<block*>(p), reinterpret_cast<block*>(p + size), s);
+  C::links::set_next(reinterpret_cast<block*>(p), nullptr, s);
+  s->free = reinterpret_cast<block*>(first);
+  s->carved += n;
+}
+
+// Append a chain taken from the remote list to the local free list.
+template <class C>
+void thread_heaps<C>::merge_free(span* s, block* chain, std::uint32_t count) {
+  if (!chain) return;
+  TENON_CHECK(count > 0 && (s->used & ~kCurrentBias) >= count);
+  s->used -= count;
+  if (!s->free) {
+    s->free = chain;
+    return;
+  }
+  block* tail = chain;
+  while (block* next = C::links::next(tail, s)) tail = next;
+  C::links::set_next(tail, s->free, s);
+  s->free = chain;
+}
+
+// The owner takes every remotely freed block in one exchange. Also clears a
+// stale kFull flag, which is right for a span that is not on the full list.
+template <class C>
+void thread_heaps<C>::take_remote(span* s) {
+  TENON_INJECT_POINT("remote.collect");
+  std::uint64_t w = s->remote.exchange(0, std::memory_order_acquire);
+  merge_free(s, remote_word::head(w), remote_word::count(w));
+}
+
+template <class C>
+bool thread_heaps<C>::collect(span* s) {
+  if (!remote_word::head(s->remote.load(std::memory_order_relaxed))) return false;
+  take_remote(s);
+  return s->free != nullptr;
+}
+
+template <class C>
+bool thread_heaps<C>::refill(span* s) {
+  if (s->carved < s->capacity) {
+    carve(s);
+    return true;
+  }
+  return collect(s);
+}
+
+template <class C>
+block* thread_heaps<C>::pop(span* s) {
+  block* b = s->free;
+  s->free = C::links::next(b, s);
+  ++s->used;
+  return b;
+}
+
+template <class C>
+void thread_heaps<C>::release_empty(heap_t* h, span* s) {
+  TENON_CHECK(s->used == 0 && s->next == nullptr && s->prev == nullptr);
+  s->owner.store(nullptr, std::memory_order_relaxed);
+  s->state = span_state::detached;
+  chunks_->release_span(s, &h->st);
+}
+
+// A span that just became empty (not on any list): keep it as the class's
+// spare if the class is one whose spans empty often and no spare is kept,
+// else give its slices back.
+template <class C>
+void thread_heaps<C>::retire_empty(heap_t* h, class_lists& l, span* s) {
+  if (s->capacity <= kKeepEmptyMaxBlocks && !l.empty) {
+    s->state = span_state::avail;
+    s->low_mark = 1;
+    l.empty = s;
+    return;
+  }
+  release_empty(h, s);
+}
+
+template <class C>
+void thread_heaps<C>::make_current(heap_t* h, unsigned cls, span* s) {
+  TENON_CHECK(s->cls == cls && s->owner.load(std::memory_order_relaxed) == h && s->next == nullptr);
+  s->state = span_state::current;
+  s->used += kCurrentBias;
+  s->low_mark = 1;
+  h->current[cls] = s;
+}
+
+// A span with no free block goes on the full list, its remote word flagged
+// so that the first remote free into it notifies us. Returns false instead if
+// remote frees had arrived (merged now: the span has blocks again).
+template <class C>
+bool thread_heaps<C>::park_full(class_lists& l, span* s) {
+  TENON_CHECK(s->free == nullptr && s->carved == s->capacity);
+  TENON_INJECT_POINT("span.retire");
+  std::uint64_t old = s->remote.exchange(remote_word::kFull, std::memory_order_acq_rel);
+  if (remote_word::head(old)) {
+    merge_free(s, remote_word::head(old), remote_word::count(old));
+    // Drop the flag again; if a free raced in, the flag is consumed by it and
+    // costs one spurious notification, nothing more.
+    std::uint64_t expect = remote_word::kFull;
+    s->remote.compare_exchange_strong(expect, 0, std::memory_order_relaxed);
+    return false;
+  }
+  s->state = span_state::full;
+  s->low_mark = s->used;  // the next local free (used - 1) reaches the slow path
+  heap_detail::list_push(&l.full, s);
+  ++l.nfull;
+  return true;
+}
+
+// The current span has nothing left: park it as full. Returns true instead
+// if remote frees arrived meanwhile (the span then stays current).
+template <class C>
+bool thread_heaps<C>::retire_full(heap_t* h, unsigned cls, span* s) {
+  s->used -= kCurrentBias;
+  if (park_full(h->lists[cls], s)) {
+    h->current[cls] = &g_empty_span;
+    return false;
+  }
+  s->used += kCurrentBias;
+  return true;
+}
+
+// Remote frees un-fulled some of our full spans: move those back to avail.
+// Called only once enough notifications have gathered (1 per 16 full spans),
+// so the walk is paid for by the spans it recovers.
+template <class C>
+void thread_heaps<C>::scan_full(heap_t* h, unsigned cls) {
+  class_lists& l = h->lists[cls];
+  l.notify.exchange(0, std::memory_order_acquire);
+  h->st.add(stat_full_scans);
+  for (span* s = l.full; s;) {
+    span* next = s->next;
+    if (remote_word::head(s->remote.load(std::memory_order_acquire))) {
+      heap_detail::list_unlink(&l.full, s);
+      --l.nfull;
+      collect(s);
+      s->low_mark = 1;
+      if (s->used == 0) {
+        retire_empty(h, l, s);
+      } else {
+        s->state = span_state::avail;
+        heap_detail::list_push(&l.avail, s);
+      }
+    }
+    s = next;
+  }
+}
+
+template <class C>
+void thread_heaps<C>::local_free_slow(heap_t* h, span* s) {
+  class_lists& l = h->lists[s->cls];
+  if (s->state == span_state::full) {
+    // First block back in a full span: it can serve allocations again.
+    heap_detail::list_unlink(&l.full, s);
+    --l.nfull;
+    s->low_mark = 1;
+    if (s->used != 0) {
+      s->state = span_state::avail;
+      heap_detail::list_push(&l.avail, s);
+      return;
+    }
+  } else {
+    TENON_CHECK(s->state == span_state::avail && s->used == 0);
+    heap_detail::list_unlink(&l.avail, s);  // an avail span that just became empty
+  }
+  retire_empty(h, l, s);
+}
+
+}  // namespace tenon

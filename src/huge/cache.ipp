@@ -1,0 +1,190 @@
+// huge_maps<C>: the cache of recently freed huge mappings (the lesson of
+// malloc-large: returning big blocks at once and faulting fresh pages in
+// again cost millions of page faults).
+#include "huge_detail.h"
+#include "tenon/common/inject.h"
+#include "tenon/common/sync.h"
+#include "tenon/huge/huge.h"
+#include "tenon/platform/options.h"
+
+namespace tenon {
+
+// Cache slots hold one word each, so that claiming an entry (a CAS to 0) also
+// yields everything needed to judge it without touching its memory (which a
+// concurrent claimer may unmap): the mapping's unit index, its usable size in
+// pages, and the time it was freed (in 64 ms ticks, wrapping).
+namespace huge_slot {
+constexpr unsigned kUnitBits = kAddressBits - kChunkShift;  // 26
+constexpr unsigned kPagesBits = 24;
+constexpr unsigned kTickBits = 64 - kUnitBits - kPagesBits;  // 14
+inline std::uint64_t make(std::uintptr_t unit, std::size_t pages, std::uint32_t tick) {
+  return std::uint64_t{unit} | std::uint64_t{pages} << kUnitBits |
+         std::uint64_t{tick & ((1u << kTickBits) - 1)} << (kUnitBits + kPagesBits);
+}
+inline std::uintptr_t unit(std::uint64_t w) { return w & ((std::uint64_t{1} << kUnitBits) - 1); }
+inline std::size_t pages(std::uint64_t w) { return (w >> kUnitBits) & ((std::uint64_t{1} << kPagesBits) - 1); }
+inline std::uint32_t tick(std::uint64_t w) { return static_cast<std::uint32_t>(w >> (kUnitBits + kPagesBits)); }
+inline std::uint32_t to_tick(std::uint32_t now_ms) { return (now_ms >> 6) & ((1u << kTickBits) - 1); }
+inline std::uint32_t age_ms(std::uint64_t w, std::uint32_t now_ms) {
+  return ((to_tick(now_ms) - tick(w)) & ((1u << kTickBits) - 1)) << 6;
+}
+}  // namespace huge_slot
+
+template <class C>
+bool huge_maps<C>::evict_expired() {
+  std::uint32_t delay = options().purge_delay_ms;
+  std::uint32_t now = C::platform::now_ms();
+  bool any = false;
+  for (auto& s : cache_) {
+    std::uint64_t w = s.load(std::memory_order_relaxed);
+    if (!w || huge_slot::age_ms(w, now) < delay) continue;
+    if (!s.compare_exchange_strong(w, 0, std::memory_order_acquire)) continue;
+    huge_header* h = huge_detail::header_at_unit(huge_slot::unit(w));
+    cache_bytes_.fetch_sub(h->map_size, std::memory_order_relaxed);
+    unmap(h);
+    any = true;
+  }
+  return any;
+}
+
+template <class C>
+bool huge_maps<C>::cache_put(huge_header* h) {
+  using platform = typename C::platform;
+  [[maybe_unused]] section<typename C::sync, shared_structure::huge_cache> guard;
+  if (h->far || h->user != reinterpret_cast<char*>(h) + platform::page_size() || h->capacity() > kHugeCacheMaxBlock)
+    return false;
+  if (cache_bytes_.fetch_add(h->map_size, std::memory_order_relaxed) + h->map_size > kHugeCacheMaxTotal) {
+    cache_bytes_.fetch_sub(h->map_size, std::memory_order_relaxed);
+    return false;
+  }
+  std::uint64_t w = huge_slot::make(lookup::unit_of(h), h->capacity() / platform::page_size(),
+                                    huge_slot::to_tick(platform::now_ms()));
+  for (auto& s : cache_) {
+    std::uint64_t empty = 0;
+    TENON_INJECT_POINT("huge.cache.put");
+    if (s.compare_exchange_strong(empty, w, std::memory_order_release, std::memory_order_relaxed)) {
+      chunks_->note_retained();  // cached pages go back on time even if the program goes idle
+      return true;
+    }
+  }
+  cache_bytes_.fetch_sub(h->map_size, std::memory_order_relaxed);
+  return false;
+}
+
+// A cached block taken for a request well below its capacity, whose pages
+// past the request are resident, gives them up: they move (mremap, no copy:
+// the resident pages go along) to a mapping of their own, which is cached
+// again, and the next requests reuse them instead of the block keeping them
+// idle under a smaller user (sort reuses its freed buffer for smaller merge
+// buffers). An excess that is not densely resident costs little to keep and
+// spares a later, bigger request its mremap, so only an excess whose first
+// kHugeSplitProbePages pages are all resident is split; probing more of it, or
+// splitting on a partly resident probe, cost malloc-large time or RSS
+// (architecture.md, layer 7, has the figures). A tail below kHugeSplitMin
+// stays with the block: it could serve no huge request alone.
+template <class C>
+void huge_maps<C>::split_tail(huge_header* h, std::size_t usable) {
+  using platform = typename C::platform;
+  const std::size_t page = platform::page_size();
+  std::size_t keep = page + usable;
+  if (h->map_size < keep + kHugeSplitMin) return;
+  std::size_t tail = h->map_size - keep;
+  char* from = reinterpret_cast<char*>(h) + keep;
+  std::size_t probe = kHugeSplitProbePages * page;
+  if (probe > tail) probe = tail;
+  if (platform::resident_bytes(from, probe) < probe) return;
+  // The tail's first page becomes its header: the moved range is then the
+  // whole new mapping, one VMA that mremap can grow or move later (a fresh
+  // header page in front of it would be a second VMA: mremap fails, EFAULT).
+  // Keep the block whole rather than fail the request when the new mapping
+  // or its unit map leaf cannot be had.
+  void* dest = platform::reserve(tail, kChunkSize);
+  if (!dest) return;
+  if (!lookup::prepare(static_cast<char*>(dest))) {
+    platform::release(dest, tail);
+    return;
+  }
+  // The block's entry narrows before its tail leaves: the kernel may hand
+  // the vacated range to another mapping at once.
+  lookup::set(huge_detail::marked_unit(h), huge_detail::entry_for(h, keep));
+  if (!platform::move_to(from, tail, tail, dest)) {
+    huge_detail::publish(h);
+    platform::release(dest, tail);
+    return;
+  }
+  h->map_size = keep;
+  auto* t = static_cast<huge_header*>(dest);
+  t->map_size = tail;
+  t->usable = tail - page;
+  t->user = static_cast<char*>(dest) + page;
+  t->far = false;
+  huge_detail::publish(t);
+  TENON_INJECT_POINT("huge.cache.split");
+  if (!cache_put(t)) unmap(t);
+}
+
+// The best cached mapping for `usable` bytes: the smallest whose capacity
+// holds it, else the largest smaller one (grown with mremap by the caller:
+// its resident pages are reused, only the tail is new). *alone: no other
+// block was cached when it was chosen.
+template <class C>
+huge_header* huge_maps<C>::claim_cached(std::size_t usable, bool* alone) {
+  [[maybe_unused]] section<typename C::sync, shared_structure::huge_cache> guard;
+  std::size_t want = usable / C::platform::page_size();
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    std::atomic<std::uint64_t>* best = nullptr;
+    std::uint64_t best_w = 0;
+    unsigned cached = 0;
+    for (auto& s : cache_) {
+      std::uint64_t w = s.load(std::memory_order_relaxed);
+      if (!w) continue;
+      ++cached;
+      std::size_t p = huge_slot::pages(w), bp = huge_slot::pages(best_w);
+      bool better = !best || (p >= want ? bp < want || p < bp : bp < want && p > bp);
+      if (better) {
+        best = &s;
+        best_w = w;
+      }
+    }
+    if (!best) return nullptr;
+    TENON_INJECT_POINT("huge.cache.take");
+    if (best->compare_exchange_strong(best_w, 0, std::memory_order_acquire)) {
+      huge_header* h = huge_detail::header_at_unit(huge_slot::unit(best_w));
+      cache_bytes_.fetch_sub(h->map_size, std::memory_order_relaxed);
+      *alone = cached == 1;
+      return h;
+    }
+  }
+  return nullptr;
+}
+
+// A cached mapping for `usable` bytes. When it was the only cached block its
+// resident excess is split off (a stream of smaller requests draining one
+// big freed block, as sort's merge buffers drain its sort buffer); while
+// other blocks are cached it stays whole, for a later request as big as it
+// (thread-chunks reuses 33 MiB blocks for 8 MiB ones, then needs 33 MiB
+// again). The split puts the excess back with cache_put, so it runs outside
+// the claim's section (the locked benchmark variant's mutex is not recursive).
+template <class C>
+huge_header* huge_maps<C>::cache_take(std::size_t usable) {
+  bool alone = false;
+  huge_header* h = claim_cached(usable, &alone);
+  if (h && alone) split_tail(h, usable);
+  return h;
+}
+
+template <class C>
+bool huge_maps<C>::flush_cache() {
+  bool any = false;
+  for (auto& s : cache_) {
+    std::uint64_t w = s.exchange(0, std::memory_order_acquire);
+    if (!w) continue;
+    huge_header* h = huge_detail::header_at_unit(huge_slot::unit(w));
+    cache_bytes_.fetch_sub(h->map_size, std::memory_order_relaxed);
+    unmap(h);
+    any = true;
+  }
+  return any;
+}
+
+}  // namespace tenon

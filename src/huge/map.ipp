@@ -1,0 +1,153 @@
+// huge_maps<C>: mapping, unmapping and resizing huge blocks, with their unit
+// map entries kept true for the range mapped at every moment.
+#include <errno.h>
+
+#include "huge_detail.h"
+#include "tenon/common/inject.h"
+#include "tenon/huge/huge.h"
+
+namespace tenon {
+
+template <class C>
+void huge_maps<C>::unmap(huge_header* h) {
+  huge_detail::withdraw(h);
+  C::platform::release(h, h->map_size);
+}
+
+// Resize the mapping in place: a shrink updates the entry first, a growth
+// after.
+template <class C>
+bool huge_maps<C>::resize_mapping(huge_header* h, std::size_t map_size) {
+  bool shrink = map_size < h->map_size;
+  if (shrink) lookup::set(huge_detail::marked_unit(h), huge_detail::entry_for(h, map_size));
+  if (!C::platform::resize_in_place(h, h->map_size, map_size)) {
+    if (shrink) huge_detail::publish(h);
+    return false;
+  }
+  h->map_size = map_size;
+  if (!shrink) huge_detail::publish(h);
+  return true;
+}
+
+template <class C>
+void* huge_maps<C>::alloc(std::size_t n, std::size_t align, bool* zeroed) {
+  using platform = typename C::platform;
+  const std::size_t page = platform::page_size();
+  if (n > (std::size_t{1} << kAddressBits)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  std::size_t usable = huge_detail::round_up(n, page);
+  evict_expired();
+  if (align <= page) {
+    if (huge_header* h = cache_take(usable)) {
+      if (void* p = resize(h, usable)) {
+        count(stat_huge_cache_hits);
+        *zeroed = false;
+        return p;
+      }
+      free(h);
+    }
+  }
+  TENON_INJECT_POINT("huge.map");
+  count(stat_huge_allocs);
+  huge_header* h;
+  char* user;
+  bool far = align >= kChunkSize;
+  if (!far) {
+    // Header at a 4 MiB boundary, user pointer in the same unit.
+    std::size_t off = align <= page ? page : align;
+    char* base = static_cast<char*>(platform::reserve(off + usable, kChunkSize));
+    if (!base) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+    h = reinterpret_cast<huge_header*>(base);
+    user = base + off;
+    h->map_size = off + usable;
+  } else {
+    // The user pointer is itself 4 MiB aligned: header one unit below it.
+    std::size_t total = kChunkSize + usable + align;
+    auto* raw = static_cast<char*>(platform::reserve(total, kChunkSize));
+    if (!raw) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+    user = reinterpret_cast<char*>(huge_detail::round_up(reinterpret_cast<std::uintptr_t>(raw) + kChunkSize, align));
+    char* base = user - kChunkSize;
+    if (base > raw) platform::release(raw, static_cast<std::size_t>(base - raw));
+    char* end = user + usable;
+    if (raw + total > end) platform::release(end, static_cast<std::size_t>(raw + total - end));
+    h = reinterpret_cast<huge_header*>(base);
+    h->map_size = kChunkSize + usable;
+  }
+  h->usable = usable;
+  h->user = user;
+  h->far = far;
+  if (!lookup::prepare(huge_detail::marked_unit(h))) {  // no unit map leaf: nobody has seen the block yet
+    platform::release(h, h->map_size);
+    errno = ENOMEM;
+    return nullptr;
+  }
+  huge_detail::publish(h);
+  *zeroed = true;
+  return user;
+}
+
+template <class C>
+void huge_maps<C>::free(huge_header* h) {
+  TENON_INJECT_POINT("huge.free");
+  if (!cache_put(h)) unmap(h);
+  evict_expired();
+}
+
+template <class C>
+void* huge_maps<C>::resize(huge_header* h, std::size_t n) {
+  using platform = typename C::platform;
+  const std::size_t page = platform::page_size();
+  if (h->far || h->user != reinterpret_cast<char*>(h) + page) return nullptr;
+  std::size_t usable = huge_detail::round_up(n, page);
+  std::size_t capacity = h->capacity();
+  if (usable <= capacity) {
+    // Fits: keep the mapping and its resident pages, so that a later, larger
+    // request needs no page faults (on malloc-large, 2-35 MiB blocks, trimming
+    // at 2x the need made 17x the faults of never trimming, 8x made 8x). Only a
+    // mapping over 16x the need is trimmed, to twice the need; a cached
+    // mapping is at most kHugeCacheMaxBlock, which bounds the idle part.
+    if (capacity / 16 > usable) {
+      TENON_INJECT_POINT("huge.remap");
+      resize_mapping(h, page + 2 * usable);
+    }
+    h->usable = usable;
+    return h->user;
+  }
+  TENON_INJECT_POINT("huge.remap");
+  std::size_t map_size = page + usable;
+  if (!resize_mapping(h, map_size)) {
+    // Move the pages (no copy) to a fresh 4 MiB-aligned reservation. The
+    // old range is free the instant the move succeeds and another thread's
+    // new mapping may take it and mark its unit at once, so our entry goes
+    // first: only the caller holds this block, and no one else may look it
+    // up in between. The new unit's leaf is reserved before anything moves.
+    void* dest = platform::reserve(map_size, kChunkSize);
+    if (!dest) return nullptr;
+    if (!lookup::prepare(dest)) {
+      platform::release(dest, map_size);
+      return nullptr;
+    }
+    huge_detail::withdraw(h);
+    if (!platform::move_to(h, h->map_size, map_size, dest)) {
+      huge_detail::publish(h);
+      platform::release(dest, map_size);
+      return nullptr;
+    }
+    h = static_cast<huge_header*>(dest);
+    h->user = static_cast<char*>(dest) + page;
+    h->map_size = map_size;
+    huge_detail::publish(h);
+  }
+  h->usable = usable;
+  return h->user;
+}
+
+}  // namespace tenon

@@ -1,0 +1,1 @@
+int tenon_test_noop_preload;
