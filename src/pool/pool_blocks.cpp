@@ -3,9 +3,6 @@
 // <tenon/mass_pool.hpp> and -ltenon, and so that every block of every pool
 // comes from tenon::os (huge pages where the kernel allows them).
 #include <errno.h>
-#include <linux/membarrier.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cstddef>
@@ -19,8 +16,6 @@ namespace {
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 std::atomic<std::uint32_t> g_next_thread_ordinal{0};
 
-long membarrier(int cmd) { return syscall(__NR_membarrier, cmd, 0, 0); }
-
 // Whether this process can restart other threads' restartable sequences:
 // 0 not asked yet, 1 yes, -1 no. Racing first callers all register (the
 // kernel makes that idempotent) and store the same answer; nobody waits.
@@ -29,12 +24,7 @@ std::atomic<int> g_restart_ready{0};
 [[maybe_unused]] bool restart_ready() {  // unused where the pool is built without rseq
   int s = g_restart_ready.load(std::memory_order_acquire);
   if (s == 0) {
-    // Registered, and one real call works (seccomp or an emulator may allow
-    // the first and refuse the second).
-    s = membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ) == 0 &&
-                membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ) == 0
-            ? 1
-            : -1;
+    s = tenon::os::register_sequence_restarts() ? 1 : -1;
     g_restart_ready.store(s, std::memory_order_release);
   }
   return s == 1;
@@ -88,13 +78,11 @@ int tenon_pool_thread_can_own(void) {
 }
 
 int tenon_pool_restart_sequences(void) {
-  if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ) == 0) return 0;
+  const int r = tenon::os::restart_sequences();
   // A process that never registered (an owner exists only where the
   // registration worked, so only through the test hook) registers now.
-  if (errno == EPERM && membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ) == 0 &&
-      membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ) == 0)
-    return 0;
-  return errno;
+  if (r == EPERM && tenon::os::register_sequence_restarts()) return 0;
+  return r;
 }
 
 }  // extern "C"
