@@ -259,13 +259,12 @@ class pool_core {
 #if TENON_POOL_RSEQ
     // A thread without a seed yet looks at lane 63, which it does not own.
     lane& l = lanes_[(tl_pool_lane_plus1 - 1) & (kLanes - 1)];
-    std::uint64_t w;
+    std::uint64_t used;
     char* base;
     std::uint32_t first;
-    if (__builtin_expect(owned_claim(l, w, base, first), 1)) {
+    if (__builtin_expect(owned_claim(l, used, base, first), 1)) {
       if (base == nullptr) __builtin_unreachable();  // a copy is only ever set from a mapped block
-      const std::uint32_t used = std::uint32_t(w);
-      return {base + std::size_t{used} * (Stride ? Stride : stride_), first | used, ok};
+      return {base + used * (Stride ? Stride : stride_), first | std::uint32_t(used), ok};
     }
 #endif
     // A shared lane (no rseq here, or the lane was taken from its owner):
@@ -386,12 +385,15 @@ class pool_core {
     // "no block yet", which the fast path sees as "block used up".
     std::atomic<std::uint64_t> word{0};
     std::atomic<std::uintptr_t> mode{kFree};
-    // The owner's copy of its current block, written and read only by the
-    // owner (and its signal handlers) inside restartable sequences, or by
-    // reset(): room_end is 0 or (block + 1) << 32 | block_end(block), and
-    // while it is not 0, base and first belong to that block. It is cleared
-    // before the word moves to another block (see claim_by_cas).
-    std::uint64_t room_end = 0;
+    // The owner's copy of a block, written and read only by the owner (and
+    // its signal handlers) inside restartable sequences, or by reset():
+    // words start .. start + len - 1 are that block's free slots, at base,
+    // with indices first | slot. len is 0 while the copy is being written.
+    // The fast path uses the copy only for a word inside that window, so a
+    // copy of an older block (the lane moved on, possibly to a lower block
+    // number from the spare stack) is never used, whoever moved it and when.
+    std::uint64_t start = 0;  // (block + 1) << 32
+    std::uint64_t len = 0;    // block_end(block), or 0
     char* base = nullptr;
     std::uint32_t first = 0;
   };
@@ -536,12 +538,14 @@ class pool_core {
         }
         continue;
       }
-      // The refill may install a lower block number (a spare), whose words
-      // compare below the old room_end: clear the copy before the word can
-      // move (the refill's CAS orders this store before its own).
-      if (owner) l.room_end = 0;
       const claim c = refill(l, w);
-      if (c.status == ok && owner) refresh_copy(l, std::uint64_t{(c.index >> shift_) + 1} << 32);
+      if (c.status == ok && owner) {
+        // The lane is in the new block, the copy may still be of an older one
+        // (a signal handler of this thread may have set it meanwhile): the
+        // fast path must not use it (see owned_claim).
+        pool_step("pool.copy.refresh");
+        refresh_copy(l, std::uint64_t{(c.index >> shift_) + 1} << 32);
+      }
       if (c.status != retry) return c;
       w = l.word.load(std::memory_order_relaxed);
     }
@@ -549,15 +553,17 @@ class pool_core {
 
 #if TENON_POOL_RSEQ
   // The owner's claim: one restartable sequence checks that this thread
-  // still owns the lane and that the word is below its copy's room_end,
+  // still owns the lane and that the word is inside its copy's window,
   // reads the copy, and commits word + 1 with a plain store. The kernel
   // sends the thread back to the start (label 6) if it is preempted,
   // migrated or signalled inside it, and a thread that takes the lane away
   // restarts every running sequence first (claimable_by_cas), so an owner
-  // never commits on a lane it no longer owns. False, with nothing written,
-  // when the caller must take the slow path.
-  bool owned_claim(lane& l, std::uint64_t& w, char*& base, std::uint32_t& first) const noexcept {
+  // never commits on a lane it no longer owns. Gives the slot number within
+  // the block in `used`. False, with nothing written, when the caller must
+  // take the slow path.
+  bool owned_claim(lane& l, std::uint64_t& used, char*& base, std::uint32_t& first) const noexcept {
     bool ok;
+    std::uint64_t w;
     asm volatile(
         ".pushsection __rseq_cs, \"aw\"\n\t"
         ".balign 32\n\t"
@@ -573,8 +579,10 @@ class pool_core {
         "cmpq %%rcx, %[mode]\n\t"
         "jne 5f\n\t"
         "movq %[word], %[w]\n\t"
-        "cmpq %[room], %[w]\n\t"
-        "jae 2f\n\t"                    // carry clear: no room
+        "movq %[w], %[used]\n\t"
+        "subq %[start], %[used]\n\t"
+        "cmpq %[len], %[used]\n\t"
+        "jae 2f\n\t"                    // carry clear: not in the copy's window
         "movq %[basem], %[base]\n\t"
         "movl %[firstm], %[first]\n\t"
         "leaq 1(%[w]), %%rcx\n\t"
@@ -589,24 +597,25 @@ class pool_core {
         "clc\n\t"
         "jmp 2b\n\t"
         ".popsection\n\t"
-        : "=@ccb"(ok), [w] "=&r"(w), [base] "=&r"(base), [first] "=&r"(first), [word] "+m"(l.word)
-        : [cs] "r"(rseq_cs_off_), [mode] "m"(l.mode), [room] "m"(l.room_end), [basem] "m"(l.base),
-          [firstm] "m"(l.first)
+        : "=@ccb"(ok), [w] "=&r"(w), [used] "=&r"(used), [base] "=&r"(base), [first] "=&r"(first),
+          [word] "+m"(l.word)
+        : [cs] "r"(rseq_cs_off_), [mode] "m"(l.mode), [start] "m"(l.start), [len] "m"(l.len),
+          [basem] "m"(l.base), [firstm] "m"(l.first)
         : "rcx");
     return ok;
   }
 
   // Sets the owner's copy for the block of word w, in a restartable sequence
-  // that clears room_end first and sets it last, and only while this thread
-  // owns the lane and the lane is still in that block: a signal handler of
-  // this thread that moves the lane in between leaves the copy cleared or
-  // its own, never a mix of two blocks.
+  // that clears len first and sets it last, and only while this thread owns
+  // the lane and the lane is still in that block: a signal handler of this
+  // thread that writes the copy in between leaves it cleared or its own,
+  // never fields of two blocks.
   void refresh_copy(lane& l, std::uint64_t w) noexcept {
-    const std::uint64_t block_plus1 = w >> 32;
-    const std::uint32_t k = std::uint32_t(block_plus1) - 1;
+    const std::uint64_t start = w & ~std::uint64_t{0xFFFFFFFF};
+    const std::uint32_t k = std::uint32_t(w >> 32) - 1;
     char* base = dir_[k].load(std::memory_order_relaxed);
     const std::uint32_t first = k << shift_;
-    const std::uint64_t end = (block_plus1 << 32) | block_end(k);
+    const std::uint64_t len = block_end(k);
     asm volatile(
         ".pushsection __rseq_cs, \"aw\"\n\t"
         ".balign 32\n\t"
@@ -618,17 +627,19 @@ class pool_core {
         "leaq 3b(%%rip), %%rcx\n\t"
         "movq %%rcx, %%fs:(%[cs])\n\t"
         "1:\n\t"
-        "movq $0, %[room]\n\t"
+        "movq $0, %[lenm]\n\t"
         "movq %%fs:0, %%rcx\n\t"
         "cmpq %%rcx, %[mode]\n\t"
         "jne 2f\n\t"
         "movq %[word], %%rcx\n\t"
         "shrq $32, %%rcx\n\t"
-        "cmpq %[kp1], %%rcx\n\t"
+        "shlq $32, %%rcx\n\t"
+        "cmpq %[start], %%rcx\n\t"
         "jne 2f\n\t"
+        "movq %[start], %[startm]\n\t"
         "movq %[base], %[basem]\n\t"
         "movl %[first], %[firstm]\n\t"
-        "movq %[end], %[room]\n\t"       // the commit
+        "movq %[len], %[lenm]\n\t"       // the commit
         "2:\n\t"
         ".pushsection __rseq_failure, \"ax\"\n\t"
         ".byte 0x0f, 0xb9, 0x3d\n\t"
@@ -636,9 +647,9 @@ class pool_core {
         "4:\n\t"
         "jmp 6b\n\t"
         ".popsection\n\t"
-        : [room] "+m"(l.room_end), [basem] "+m"(l.base), [firstm] "+m"(l.first)
-        : [cs] "r"(rseq_cs_off_), [mode] "m"(l.mode), [word] "m"(l.word),
-          [kp1] "r"(block_plus1), [base] "r"(base), [first] "r"(first), [end] "r"(end)
+        : [lenm] "+m"(l.len), [startm] "+m"(l.start), [basem] "+m"(l.base), [firstm] "+m"(l.first)
+        : [cs] "r"(rseq_cs_off_), [mode] "m"(l.mode), [word] "m"(l.word), [start] "r"(start),
+          [base] "r"(base), [first] "r"(first), [len] "r"(len)
         : "rcx", "cc");
   }
 #else
@@ -649,7 +660,8 @@ class pool_core {
     for (auto& l : lanes_) {
       l.word.store(exhausted(), std::memory_order_relaxed);
       l.mode.store(kFree, std::memory_order_relaxed);
-      l.room_end = 0;
+      l.start = 0;
+      l.len = 0;
       l.base = nullptr;
       l.first = 0;
     }

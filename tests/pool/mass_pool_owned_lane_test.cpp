@@ -259,6 +259,69 @@ TEST(MassPoolOwnedLanes, HandlerRefillsInsideItsThreadsRefill) {
   g_pool = nullptr;
 }
 
+// The same, in the window where an owner's copy of its block can be stale:
+// at the install step of each of the filler's refills, a handler uses up a
+// whole block of its own (it refills the lane first; the filler's block
+// then replaces the handler's used-up one, and may have a lower number);
+// at the step after that install, before the filler refreshes its copy, a
+// handler emplaces once more. The copy the first handler left describes
+// the used-up block, so the second handler must not claim through it.
+std::atomic<int> g_handler_emplaces{0};
+
+void emplace_n_from_handler(int) {
+  t_in_handler = true;
+  auto* pool = g_pool.load();
+  for (int i = 0, n = g_handler_emplaces.load(); i < n; ++i) {
+    const std::uint32_t s = g_handler_n.load(std::memory_order_relaxed);
+    if (s >= kHandlerMax) break;
+    g_handler_idx[s] = pool->emplace(Item{1, s, check_of(1, s)}).index;
+    g_handler_n.store(s + 1, std::memory_order_relaxed);
+  }
+  t_in_handler = false;
+}
+
+std::atomic<std::uint32_t> g_stale_window_raises{0};
+
+void use_up_a_block_then_emplace(const char* step) {
+  if (!t_filler || t_in_handler) return;
+  const std::string s = step;
+  if (s == "pool.refill.install") {
+    g_handler_emplaces.store(8);  // one whole block
+  } else if (s == "pool.copy.refresh") {
+    g_handler_emplaces.store(1);
+    g_stale_window_raises.fetch_add(1);
+  } else {
+    return;
+  }
+  raise(SIGUSR2);
+}
+
+TEST(MassPoolOwnedLanes, HandlerDoesNotClaimThroughACopyOfAUsedUpBlock) {
+  tenon::mass_pool<Item> pool(3);  // 8-element blocks
+  g_pool = &pool;
+  g_handler_n = 0;
+  g_stale_window_raises = 0;
+  struct sigaction sa = {};
+  sa.sa_handler = emplace_n_from_handler;
+  sigemptyset(&sa.sa_mask);
+  struct sigaction old = {};
+  ASSERT_EQ(sigaction(SIGUSR2, &sa, &old), 0);
+  tenon::detail::pool_step_hook.store(&use_up_a_block_then_emplace);
+  std::vector<std::vector<std::uint32_t>> idx(2);
+  std::thread([&] {
+    t_filler = true;
+    for (std::uint32_t s = 0; s < 200; ++s) idx[0].push_back(pool.emplace(Item{0, s, check_of(0, s)}).index);
+  }).join();
+  tenon::detail::pool_step_hook.store(nullptr);
+  sigaction(SIGUSR2, &old, nullptr);
+  idx[1].assign(g_handler_idx, g_handler_idx + g_handler_n.load());
+  std::printf("handler emplaces: %zu, handlers before a copy refresh: %u\n", idx[1].size(),
+              g_stale_window_raises.load());
+  if (can_own()) EXPECT_GT(g_stale_window_raises.load(), 0u);
+  expect_exact(pool, idx);
+  g_pool = nullptr;
+}
+
 // A fork child has only the thread that forked: lanes owned by the parent's
 // other threads belong to nobody there. Child threads on those lanes take
 // them over (or continue them, with a reused thread pointer) and fill them
