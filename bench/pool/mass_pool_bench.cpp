@@ -28,6 +28,9 @@
 //
 // Usage: mass_pool_bench [--smoke] [--elements N] [--threads T] [--tenon PATH]
 //                        [--sizes 16,64] [--sort] [--repeat R] [--no-warm]
+//                        [--variants new_glibc,new_tenon,mass_pool]
+// (--variants: only those rows; new_glibc and new_tenon stay the ratios' bases,
+// so leave them in to get ratios.)
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -352,7 +355,7 @@ std::string thp_mode() {
 int usage() {
   std::fprintf(stderr,
                "usage: mass_pool_bench [--smoke] [--elements N] [--threads T] [--tenon PATH] "
-               "[--sizes 16,64] [--sort] [--repeat R] [--no-warm]\n");
+               "[--sizes 16,64] [--sort] [--repeat R] [--no-warm] [--variants a,b,...]\n");
   return 2;
 }
 
@@ -388,7 +391,14 @@ struct Config {
   std::vector<std::size_t> sizes;
   bool sort = false;
   unsigned repeat = 1;
+  std::string only;  // --variants: a comma-separated list, empty for all
 };
+
+bool wanted(const Config& c, const char* variant) {
+  if (c.only.empty()) return true;
+  const std::string list = "," + c.only + ",";
+  return list.find("," + std::string(variant) + ",") != std::string::npos;
+}
 
 const char* const kVariants[] = {"new_glibc", "new_tenon", "atomic_slots", "mass_pool", "mass_pool_dense",
                                  "mass_pool_keep"};
@@ -412,11 +422,13 @@ bool run_config(const Config& c, const std::string& tenon_so, bool have_tenon, b
               c.repeat > 1 ? "---:|" : "", c.sort ? "---:|" : "");
   std::fflush(stdout);
   bool all_ok = true;
+  std::string per_round;  // the paired creation ratios of every round, below the table
   for (auto size : c.sizes) {
     std::vector<Row> runs[kNumVariants];
     for (unsigned r = 0; r < c.repeat; ++r)
       for (std::size_t v = 0; v < kNumVariants; ++v) {
         if (std::string(kVariants[v]) == "new_tenon" && !have_tenon) continue;
+        if (!wanted(c, kVariants[v])) continue;
         if (warm) warm_memory(biggest);
         runs[v].push_back(run_child(kVariants[v], size, c.n, c.threads, c.sort, tenon_so));
         if (!runs[v].back().ok) all_ok = false;
@@ -431,6 +443,7 @@ bool run_config(const Config& c, const std::string& tenon_so, bool have_tenon, b
     };
     const double elem_mib = double(c.n) * double(size) / (1024.0 * 1024.0);
     for (std::size_t v = 0; v < kNumVariants; ++v) {
+      if (!wanted(c, kVariants[v])) continue;
       if (runs[v].empty()) {
         std::printf("| %s | %zu | skipped: no libtenon.so (use --tenon PATH) |\n", kVariants[v], size);
         continue;
@@ -479,9 +492,23 @@ bool run_config(const Config& c, const std::string& tenon_so, bool have_tenon, b
                   cell(paired(0, v, &Result::recreate_s), false).c_str(),
                   note.empty() ? "" : (" " + note).c_str());
       std::fflush(stdout);
+      if (c.repeat > 1 && v > tenon_v) {
+        char b[64];
+        for (std::size_t base : {std::size_t{0}, tenon_v}) {
+          std::snprintf(b, sizeof b, "- %s %zu B, create %s / %s by round:", kVariants[v], size, kVariants[base],
+                        kVariants[v]);
+          std::string line = b;
+          for (unsigned r = 0; r < runs[v].size() && r < runs[base].size(); ++r) {
+            const bool both = runs[v][r].ok && runs[base][r].ok && runs[v][r].r.create_s > 0;
+            std::snprintf(b, sizeof b, " %.2f", both ? runs[base][r].r.create_s / runs[v][r].r.create_s : 0.0);
+            line += both ? b : " -";
+          }
+          if (!runs[base].empty()) per_round += line + "\n";
+        }
+      }
     }
   }
-  std::printf("\n");
+  std::printf("\n%s%s", per_round.c_str(), per_round.empty() ? "" : "\n");
   return all_ok;
 }
 
@@ -527,6 +554,10 @@ int main(int argc, char** argv) {
       const char* v = value();
       if (!v) return usage();
       one.threads = unsigned(std::strtoul(v, nullptr, 10));
+    } else if (a == "--variants") {
+      const char* v = value();
+      if (!v) return usage();
+      one.only = v;
     } else if (a == "--tenon") {
       const char* v = value();
       if (!v) return usage();
