@@ -16,8 +16,21 @@
 //   new_glibc     new E per object, delete per object, glibc malloc
 //   new_tenon     the same program re-executed with LD_PRELOAD=libtenon.so
 //
+// With --sort, each variant then sorts its objects by payload (the pool
+// through its iterators, the new_* rows through a vector of pointers they
+// gather first, atomic_slots as one array) and reports the sort's time.
+//
+// Without --elements, two configurations run: 8 million 16-byte elements
+// from 8 threads (1 million each) with --sort, then 80 million of 16 and of
+// 64 bytes. --repeat R runs every variant R times, interleaved, and reports
+// medians, the spread of the creation times, and the creation ratios as the
+// median of the ratios of runs made back to back.
+//
 // Usage: mass_pool_bench [--smoke] [--elements N] [--threads T] [--tenon PATH]
-//                        [--sizes 16,64] [--no-warm]
+//                        [--sizes 16,64] [--sort] [--repeat R] [--no-warm]
+//                        [--variants new_glibc,new_tenon,mass_pool]
+// (--variants: only those rows; new_glibc and new_tenon stay the ratios' bases,
+// so leave them in to get ratios.)
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -29,6 +42,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <memory>
 #include <new>
 #include <string>
@@ -56,10 +70,20 @@ struct Elem {
   }
 };
 
+// User + system CPU seconds of the whole process (every thread, joined
+// ones included).
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
 // Starts `threads` threads that wait, runs body(t) on each at once, and
-// returns the wall time from the start signal to the last join.
+// returns the wall time from the start signal to the last join; the CPU time
+// the process spent meanwhile goes to *cpu_s. On this shared machine the CPU
+// time is the steadier of the two: wall time also counts other jobs' turns.
 template <class Body>
-double run_threads(unsigned threads, Body body) {
+double run_threads(unsigned threads, Body body, double* cpu_s = nullptr) {
   std::atomic<bool> go{false};
   std::vector<std::thread> ts;
   for (unsigned t = 0; t < threads; ++t)
@@ -67,11 +91,14 @@ double run_threads(unsigned threads, Body body) {
       go.wait(false, std::memory_order_acquire);
       body(t);
     });
+  const double c0 = cpu_seconds();
   const auto t0 = clock_type::now();
   go.store(true, std::memory_order_release);
   go.notify_all();
   for (auto& th : ts) th.join();
-  return seconds_since(t0);
+  const double wall = seconds_since(t0);
+  if (cpu_s) *cpu_s = cpu_seconds() - c0;
+  return wall;
 }
 
 std::uint64_t share(std::uint64_t n, unsigned threads, unsigned t) {
@@ -81,9 +108,18 @@ std::uint64_t share(std::uint64_t n, unsigned threads, unsigned t) {
 struct Result {
   double create_s = 0, release_s = 0;
   double recreate_s = 0;  // the second creation, after the release
+  double create_cpu_s = 0;  // CPU time (all threads) of the first creation
   std::uint64_t check = 0;  // elements found again after creation
   double rss_after_mib = 0;  // resident set right after the release
+  double sort_s = 0;  // sorting the objects by payload, right after creation (--sort)
 };
+
+// The order --sort puts the objects in: by payload (each thread counts down
+// from its share, so the threads' objects interleave).
+template <class E>
+bool by_payload(const E& a, const E& b) noexcept {
+  return a.payload[0] < b.payload[0];
+}
 
 // Current resident set from /proc/self/statm, in MiB.
 double current_rss_mib() {
@@ -96,19 +132,28 @@ double current_rss_mib() {
 }
 
 template <std::size_t S>
-Result bench_pool(std::uint64_t n, unsigned threads, bool dense, bool keep) {
+Result bench_pool(std::uint64_t n, unsigned threads, bool dense, bool keep, bool sort) {
   using E = Elem<S>;
   auto pool = dense ? std::make_unique<tenon::mass_pool<E>>(tenon::dense_indices)
                     : std::make_unique<tenon::mass_pool<E>>();
-  auto fill = [&] {
-    return run_threads(threads, [&](unsigned t) {
-      std::uint64_t prev = TENON_POOL_NO_INDEX;
-      for (std::uint64_t i = share(n, threads, t); i > 0; --i) prev = pool->emplace(prev, i).index;
-    });
+  auto fill = [&](double* cpu_s = nullptr) {
+    return run_threads(
+        threads,
+        [&](unsigned t) {
+          std::uint64_t prev = TENON_POOL_NO_INDEX;
+          for (std::uint64_t i = share(n, threads, t); i > 0; --i) prev = pool->emplace(prev, i).index;
+        },
+        cpu_s);
   };
   Result r;
-  r.create_s = fill();
+  r.create_s = fill(&r.create_cpu_s);
   r.check = pool->size();
+  if (sort) {
+    const auto ts = clock_type::now();
+    std::sort(pool->begin(), pool->end(), by_payload<E>);
+    r.sort_s = seconds_since(ts);
+    if (!std::is_sorted(pool->begin(), pool->end(), by_payload<E>)) r.check = 0;
+  }
   const auto t0 = clock_type::now();
   if (keep)
     pool->clear(tenon::keep_memory);  // blocks stay mapped for the next fill
@@ -122,29 +167,39 @@ Result bench_pool(std::uint64_t n, unsigned threads, bool dense, bool keep) {
 }
 
 template <std::size_t S>
-Result bench_atomic_slots(std::uint64_t n, unsigned threads) {
+Result bench_atomic_slots(std::uint64_t n, unsigned threads, bool sort) {
   using E = Elem<S>;
   // Preallocated (lazily committed, huge-page advised) like the pool's blocks,
   // so the only difference is one shared counter bumped per element.
   const std::size_t bytes = n * sizeof(E);
   alignas(64) static std::atomic<std::uint64_t> next{0};
   char* base = nullptr;
-  auto fill = [&] {
+  auto fill = [&](double* cpu_s = nullptr) {
     base = static_cast<char*>(tenon_pool_reserve_block(bytes, 1));
     if (!base) std::abort();
     next = 0;
-    return run_threads(threads, [&](unsigned t) {
-      std::uint64_t prev = ~0ull;
-      for (std::uint64_t i = share(n, threads, t); i > 0; --i) {
-        const std::uint64_t k = next.fetch_add(1, std::memory_order_relaxed);
-        ::new (base + k * sizeof(E)) E(prev, i);
-        prev = k;
-      }
-    });
+    return run_threads(
+        threads,
+        [&](unsigned t) {
+          std::uint64_t prev = ~0ull;
+          for (std::uint64_t i = share(n, threads, t); i > 0; --i) {
+            const std::uint64_t k = next.fetch_add(1, std::memory_order_relaxed);
+            ::new (base + k * sizeof(E)) E(prev, i);
+            prev = k;
+          }
+        },
+        cpu_s);
   };
   Result r;
-  r.create_s = fill();
+  r.create_s = fill(&r.create_cpu_s);
   r.check = next.load();
+  if (sort) {
+    E* first = reinterpret_cast<E*>(base);
+    const auto ts = clock_type::now();
+    std::sort(first, first + n, by_payload<E>);
+    r.sort_s = seconds_since(ts);
+    if (!std::is_sorted(first, first + n, by_payload<E>)) r.check = 0;
+  }
   const auto t0 = clock_type::now();
   tenon_pool_release_block(base, bytes);
   r.release_s = seconds_since(t0);
@@ -155,17 +210,20 @@ Result bench_atomic_slots(std::uint64_t n, unsigned threads) {
 }
 
 template <std::size_t S>
-Result bench_new(std::uint64_t n, unsigned threads) {
+Result bench_new(std::uint64_t n, unsigned threads, bool sort) {
   using E = Elem<S>;
   std::vector<E*> heads(threads, nullptr);
   std::vector<std::uint64_t> freed(threads, 0);
-  auto create = [&] {
-    return run_threads(threads, [&](unsigned t) {
-      E* head = nullptr;
-      for (std::uint64_t i = share(n, threads, t); i > 0; --i)
-        head = new E(reinterpret_cast<std::uint64_t>(head), i);
-      heads[t] = head;
-    });
+  auto create = [&](double* cpu_s = nullptr) {
+    return run_threads(
+        threads,
+        [&](unsigned t) {
+          E* head = nullptr;
+          for (std::uint64_t i = share(n, threads, t); i > 0; --i)
+            head = new E(reinterpret_cast<std::uint64_t>(head), i);
+          heads[t] = head;
+        },
+        cpu_s);
   };
   auto release = [&] {
     return run_threads(threads, [&](unsigned t) {
@@ -180,24 +238,40 @@ Result bench_new(std::uint64_t n, unsigned threads) {
     });
   };
   Result r;
-  r.create_s = create();
+  bool sorted_ok = true;
+  r.create_s = create(&r.create_cpu_s);
+  if (sort) {
+    // What a program built on new does to sort its objects: gather
+    // pointers, sort them by the objects' payload (the array is part of the
+    // cost, and of the peak RSS).
+    const auto ts = clock_type::now();
+    std::vector<E*> all;
+    all.reserve(n);
+    for (E* head : heads)
+      for (E* e = head; e; e = reinterpret_cast<E*>(e->link)) all.push_back(e);
+    auto less = [](const E* a, const E* b) { return by_payload(*a, *b); };
+    std::sort(all.begin(), all.end(), less);
+    r.sort_s = seconds_since(ts);
+    sorted_ok = all.size() == n && std::is_sorted(all.begin(), all.end(), less);
+  }
   r.release_s = release();
   for (auto f : freed) r.check += f;
+  if (!sorted_ok) r.check = 0;
   r.rss_after_mib = current_rss_mib();
   r.recreate_s = create();
   release();
   return r;
 }
 
-Result run_variant(const std::string& v, std::size_t size, std::uint64_t n, unsigned threads) {
+Result run_variant(const std::string& v, std::size_t size, std::uint64_t n, unsigned threads, bool sort) {
   const bool s16 = size == 16;
   if (v.rfind("mass_pool", 0) == 0) {
     const bool dense = v == "mass_pool_dense", keep = v == "mass_pool_keep";
-    return s16 ? bench_pool<16>(n, threads, dense, keep) : bench_pool<64>(n, threads, dense, keep);
+    return s16 ? bench_pool<16>(n, threads, dense, keep, sort) : bench_pool<64>(n, threads, dense, keep, sort);
   }
   if (v == "atomic_slots")
-    return s16 ? bench_atomic_slots<16>(n, threads) : bench_atomic_slots<64>(n, threads);
-  return s16 ? bench_new<16>(n, threads) : bench_new<64>(n, threads);
+    return s16 ? bench_atomic_slots<16>(n, threads, sort) : bench_atomic_slots<64>(n, threads, sort);
+  return s16 ? bench_new<16>(n, threads, sort) : bench_new<64>(n, threads, sort);
 }
 
 struct Row {
@@ -212,7 +286,7 @@ struct Row {
 // Runs one variant in a fresh child (this program with --child ...), with
 // LD_PRELOAD set for new_tenon; peak RSS comes from the child's rusage.
 Row run_child(const std::string& variant, std::size_t size, std::uint64_t n, unsigned threads,
-              const std::string& tenon_so) {
+              bool sort, const std::string& tenon_so) {
   Row row;
   row.variant = variant;
   row.size = size;
@@ -227,7 +301,7 @@ Row run_child(const std::string& variant, std::size_t size, std::uint64_t n, uns
     else unsetenv("LD_PRELOAD");
     const std::string s = std::to_string(size), ns = std::to_string(n), ts = std::to_string(threads);
     execl("/proc/self/exe", "mass_pool_bench", "--child", variant.c_str(), s.c_str(), ns.c_str(),
-          ts.c_str(), static_cast<char*>(nullptr));
+          ts.c_str(), sort ? "1" : "0", static_cast<char*>(nullptr));
     _exit(127);
   }
   close(fds[1]);
@@ -241,11 +315,11 @@ Row run_child(const std::string& variant, std::size_t size, std::uint64_t n, uns
   row.peak_mib = double(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
   unsigned long long check = 0;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
-      std::sscanf(out.c_str(), "RESULT %lf %lf %llu %lf %lf", &row.r.create_s, &row.r.release_s,
-                  &check, &row.r.rss_after_mib, &row.r.recreate_s) == 5) {
+      std::sscanf(out.c_str(), "RESULT %lf %lf %llu %lf %lf %lf %lf", &row.r.create_s, &row.r.release_s,
+                  &check, &row.r.rss_after_mib, &row.r.recreate_s, &row.r.sort_s, &row.r.create_cpu_s) == 7) {
     row.r.check = check;
     row.ok = check == n;
-    if (!row.ok) row.note = "wrong element count " + std::to_string(check);
+    if (!row.ok) row.note = "wrong element count (or order after the sort) " + std::to_string(check);
   } else {
     row.note = "child failed (status " + std::to_string(status) + ")";
   }
@@ -267,27 +341,6 @@ std::string ratio(double r) {
   return buf;
 }
 
-int usage() {
-  std::fprintf(stderr,
-               "usage: mass_pool_bench [--smoke] [--elements N] [--threads T] [--tenon PATH] "
-               "[--sizes 16,64] [--no-warm]\n");
-  return 2;
-}
-
-// Touches `bytes` of fresh memory once and gives it back. On a virtual
-// machine the first process to touch guest memory pays the hypervisor's cost
-// of backing it (measured here: 1.4 s of system time instead of 0.05 s for
-// 640 MB), which would otherwise land on whichever variant runs first.
-double warm_memory(std::size_t bytes) {
-  const auto t0 = clock_type::now();
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) return 0;
-  madvise(p, bytes, MADV_HUGEPAGE);
-  for (std::size_t off = 0; off < bytes; off += 4096) static_cast<volatile char*>(p)[off] = 1;
-  munmap(p, bytes);
-  return seconds_since(t0);
-}
-
 std::string thp_mode() {
   FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
   if (!f) return "unknown";
@@ -299,42 +352,212 @@ std::string thp_mode() {
   return a != std::string::npos && b != std::string::npos ? s.substr(a + 1, b - a - 1) : s;
 }
 
+int usage() {
+  std::fprintf(stderr,
+               "usage: mass_pool_bench [--smoke] [--elements N] [--threads T] [--tenon PATH] "
+               "[--sizes 16,64] [--sort] [--repeat R] [--no-warm] [--variants a,b,...]\n");
+  return 2;
+}
+
+// Touches `bytes` of fresh memory once and gives it back. On a virtual
+// machine the first process to touch guest memory pays the hypervisor's cost
+// of backing it (measured here: 1.4 s of system time instead of 0.05 s for
+// 640 MB), which would otherwise land on whichever variant runs first. With
+// free page reporting (this VM reports free 8 MiB runs to the host after
+// about 2 s), memory freed a few seconds ago is cold again, so the parent
+// warms right before every child, not once.
+double warm_memory(std::size_t bytes) {
+  const auto t0 = clock_type::now();
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return 0;
+  madvise(p, bytes, MADV_HUGEPAGE);
+  for (std::size_t off = 0; off < bytes; off += 4096) static_cast<volatile char*>(p)[off] = 1;
+  munmap(p, bytes);
+  return seconds_since(t0);
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+// One configuration: every variant `repeat` times, interleaved (round r runs
+// each variant once, back to back), one table per element size.
+struct Config {
+  std::uint64_t n = 0;
+  unsigned threads = 8;
+  std::vector<std::size_t> sizes;
+  bool sort = false;
+  unsigned repeat = 1;
+  std::string only;  // --variants: a comma-separated list, empty for all
+};
+
+bool wanted(const Config& c, const char* variant) {
+  if (c.only.empty()) return true;
+  const std::string list = "," + c.only + ",";
+  return list.find("," + std::string(variant) + ",") != std::string::npos;
+}
+
+const char* const kVariants[] = {"new_glibc", "new_tenon", "atomic_slots", "mass_pool", "mass_pool_dense",
+                                 "mass_pool_keep"};
+constexpr std::size_t kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
+
+bool run_config(const Config& c, const std::string& tenon_so, bool have_tenon, bool warm) {
+  std::printf("**mass_pool_bench**: %llu elements from %u threads%s, %ld CPUs, THP %s, %u run%s of each "
+              "variant\n\n",
+              (unsigned long long)c.n, c.threads, c.sort ? ", then std::sort by payload" : "",
+              sysconf(_SC_NPROCESSORS_ONLN), thp_mode().c_str(), c.repeat, c.repeat == 1 ? "" : "s");
+  std::size_t biggest = 0;  // the largest footprint of any variant: glibc's 16-byte header per object
+  for (auto s : c.sizes) biggest = std::max<std::size_t>(biggest, c.n * (s + 16));
+  if (warm)
+    std::printf("Before each run the parent touches and frees %.2f GiB (--no-warm skips this).\n\n",
+                double(biggest) / (1u << 30));
+  std::printf("| variant | elem B | create s |%s create CPU s | release s | re-create s |%s peak RSS MiB | "
+              "peak RSS / elem bytes | RSS after release MiB | create vs new_glibc | create vs new_tenon | "
+              "create CPU vs new_tenon | release vs new_glibc | re-create vs new_glibc |\n",
+              c.repeat > 1 ? " create min-max s |" : "", c.sort ? " sort s |" : "");
+  std::printf("|---|---:|---:|%s---:|---:|---:|%s---:|---:|---:|---:|---:|---:|---:|---:|\n",
+              c.repeat > 1 ? "---:|" : "", c.sort ? "---:|" : "");
+  std::fflush(stdout);
+  bool all_ok = true;
+  std::string per_round;  // the paired creation ratios of every round, below the table
+  for (auto size : c.sizes) {
+    std::vector<Row> runs[kNumVariants];
+    for (unsigned r = 0; r < c.repeat; ++r)
+      for (std::size_t v = 0; v < kNumVariants; ++v) {
+        if (std::string(kVariants[v]) == "new_tenon" && !have_tenon) continue;
+        if (!wanted(c, kVariants[v])) continue;
+        if (warm) warm_memory(biggest);
+        runs[v].push_back(run_child(kVariants[v], size, c.n, c.threads, c.sort, tenon_so));
+        if (!runs[v].back().ok) all_ok = false;
+      }
+    // Paired ratio: base over variant in the same round, median over rounds.
+    auto paired = [&](std::size_t base, std::size_t v, double Result::*field) -> double {
+      std::vector<double> q;
+      for (unsigned r = 0; r < runs[v].size() && r < runs[base].size(); ++r)
+        if (runs[v][r].ok && runs[base][r].ok && runs[v][r].r.*field > 0)
+          q.push_back(runs[base][r].r.*field / runs[v][r].r.*field);
+      return q.empty() ? -1 : median(q);
+    };
+    const double elem_mib = double(c.n) * double(size) / (1024.0 * 1024.0);
+    for (std::size_t v = 0; v < kNumVariants; ++v) {
+      if (!wanted(c, kVariants[v])) continue;
+      if (runs[v].empty()) {
+        std::printf("| %s | %zu | skipped: no libtenon.so (use --tenon PATH) |\n", kVariants[v], size);
+        continue;
+      }
+      std::vector<double> create, create_cpu, release, recreate, sort_s, peak, after;
+      std::string note;
+      for (const Row& row : runs[v]) {
+        if (!row.ok) {
+          note = row.note;
+          continue;
+        }
+        create.push_back(row.r.create_s);
+        create_cpu.push_back(row.r.create_cpu_s);
+        release.push_back(row.r.release_s);
+        recreate.push_back(row.r.recreate_s);
+        sort_s.push_back(row.r.sort_s);
+        peak.push_back(row.peak_mib);
+        after.push_back(row.r.rss_after_mib);
+      }
+      if (create.empty()) {
+        std::printf("| %s | %zu | failed: %s |\n", kVariants[v], size, note.c_str());
+        continue;
+      }
+      std::printf("| %s | %zu | %.3f |", kVariants[v], size, median(create));
+      if (c.repeat > 1)
+        std::printf(" %.3f-%.3f |", *std::min_element(create.begin(), create.end()),
+                    *std::max_element(create.begin(), create.end()));
+      std::printf(" %.3f | %.5f | %.3f |", median(create_cpu), median(release), median(recreate));
+      if (c.sort) std::printf(" %.3f |", median(sort_s));
+      const double pk = median(peak);
+      std::printf(" %.1f | %.3f | %.1f |", pk, pk / elem_mib, median(after));
+      // Release ratios span 1x to 10^5x (ratio() rounds the big ones);
+      // the others get two decimals.
+      auto cell = [](double x, bool wide_range) {
+        if (x < 0) return std::string("-");
+        if (wide_range) return ratio(x);
+        char b[32];
+        std::snprintf(b, sizeof b, "%.2fx", x);
+        return std::string(b);
+      };
+      const std::size_t tenon_v = 1;
+      std::printf(" %s | %s | %s | %s | %s |%s\n", cell(paired(0, v, &Result::create_s), false).c_str(),
+                  cell(paired(tenon_v, v, &Result::create_s), false).c_str(),
+                  cell(paired(tenon_v, v, &Result::create_cpu_s), false).c_str(),
+                  cell(paired(0, v, &Result::release_s), true).c_str(),
+                  cell(paired(0, v, &Result::recreate_s), false).c_str(),
+                  note.empty() ? "" : (" " + note).c_str());
+      std::fflush(stdout);
+      if (c.repeat > 1 && v > tenon_v) {
+        char b[64];
+        for (std::size_t base : {std::size_t{0}, tenon_v}) {
+          std::snprintf(b, sizeof b, "- %s %zu B, create %s / %s by round:", kVariants[v], size, kVariants[base],
+                        kVariants[v]);
+          std::string line = b;
+          for (unsigned r = 0; r < runs[v].size() && r < runs[base].size(); ++r) {
+            const bool both = runs[v][r].ok && runs[base][r].ok && runs[v][r].r.create_s > 0;
+            std::snprintf(b, sizeof b, " %.2f", both ? runs[base][r].r.create_s / runs[v][r].r.create_s : 0.0);
+            line += both ? b : " -";
+          }
+          if (!runs[base].empty()) per_round += line + "\n";
+        }
+      }
+    }
+  }
+  std::printf("\n%s%s", per_round.c_str(), per_round.empty() ? "" : "\n");
+  return all_ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 6 && std::strcmp(argv[1], "--child") == 0) {
-    const Result r = run_variant(argv[2], std::strtoul(argv[3], nullptr, 10),
-                                 std::strtoull(argv[4], nullptr, 10), unsigned(std::strtoul(argv[5], nullptr, 10)));
-    std::printf("RESULT %.9f %.9f %llu %.1f %.9f\n", r.create_s, r.release_s,
-                (unsigned long long)r.check, r.rss_after_mib, r.recreate_s);
+  if (argc == 7 && std::strcmp(argv[1], "--child") == 0) {
+    const Result r = run_variant(argv[2], std::strtoul(argv[3], nullptr, 10), std::strtoull(argv[4], nullptr, 10),
+                                 unsigned(std::strtoul(argv[5], nullptr, 10)), std::strcmp(argv[6], "1") == 0);
+    std::printf("RESULT %.9f %.9f %llu %.1f %.9f %.9f %.9f\n", r.create_s, r.release_s,
+                (unsigned long long)r.check, r.rss_after_mib, r.recreate_s, r.sort_s, r.create_cpu_s);
     return 0;
   }
-  std::uint64_t n = 80'000'000;
-  unsigned threads = 8;
+  Config one;
+  one.n = 0;  // not given: the two default configurations
+  one.sizes = {16, 64};
+  bool sizes_given = false, smoke = false;
   std::string tenon_so =
 #ifdef TENON_SO_PATH
       TENON_SO_PATH;
 #else
       "";
 #endif
-  std::vector<std::size_t> sizes{16, 64};
   bool warm = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
     if (a == "--smoke") {
-      n = 200'000;
-      threads = 4;
+      smoke = true;
     } else if (a == "--no-warm") {
       warm = false;
+    } else if (a == "--sort") {
+      one.sort = true;
+    } else if (a == "--repeat") {
+      const char* v = value();
+      if (!v || std::atoi(v) < 1) return usage();
+      one.repeat = unsigned(std::atoi(v));
     } else if (a == "--elements") {
       const char* v = value();
       if (!v) return usage();
-      n = parse_count(v);
+      one.n = parse_count(v);
     } else if (a == "--threads") {
       const char* v = value();
       if (!v) return usage();
-      threads = unsigned(std::strtoul(v, nullptr, 10));
+      one.threads = unsigned(std::strtoul(v, nullptr, 10));
+    } else if (a == "--variants") {
+      const char* v = value();
+      if (!v) return usage();
+      one.only = v;
     } else if (a == "--tenon") {
       const char* v = value();
       if (!v) return usage();
@@ -342,79 +565,55 @@ int main(int argc, char** argv) {
     } else if (a == "--sizes") {
       const char* v = value();
       if (!v) return usage();
-      sizes.clear();
+      one.sizes.clear();
+      sizes_given = true;
       for (char* p = const_cast<char*>(v); *p;) {
-        sizes.push_back(std::strtoul(p, &p, 10));
+        one.sizes.push_back(std::strtoul(p, &p, 10));
         if (*p == ',') ++p;
       }
     } else {
       return usage();
     }
   }
-  for (auto s : sizes)
+  for (auto s : one.sizes)
     if (s != 16 && s != 64) {
       std::fprintf(stderr, "mass_pool_bench: sizes are 16 and 64\n");
       return 2;
     }
-  if (threads == 0 || n < threads) return usage();
+  std::vector<Config> configs;
+  if (smoke) {
+    one.n = 200'000;
+    one.threads = 4;
+    one.sort = true;
+    configs.push_back(one);
+  } else if (one.n != 0) {
+    configs.push_back(one);
+  } else {
+    // The small configuration with the sort (8 threads x 1 M of 16 B), then the full size.
+    Config small = one;
+    small.n = 8'000'000;
+    if (!sizes_given) small.sizes = {16};
+    small.sort = true;
+    Config full = one;
+    full.n = 80'000'000;
+    configs = {small, full};
+  }
+  for (const Config& c : configs)
+    if (c.threads == 0 || c.n < c.threads) return usage();
   const bool have_tenon = !tenon_so.empty() && access(tenon_so.c_str(), R_OK) == 0;
 
-  std::printf("**mass_pool_bench**: %llu elements from %u threads, %ld CPUs, THP %s\n\n",
-              (unsigned long long)n, threads, sysconf(_SC_NPROCESSORS_ONLN), thp_mode().c_str());
-  if (warm) {
-    // The largest footprint of any variant: glibc's 16-byte header per object.
-    std::size_t biggest = 0;
-    for (auto s : sizes) biggest = std::max<std::size_t>(biggest, n * (s + 16));
-    const double w = warm_memory(biggest);
-    std::printf("Warmed %.2f GiB of memory first in %.2f s (--no-warm skips this).\n\n",
-                double(biggest) / (1u << 30), w);
-  }
-  std::printf("| variant | elem B | create s | release s | re-create s | peak RSS MiB | "
-              "peak RSS / elem bytes | RSS after release MiB | create vs new_glibc | "
-              "release vs new_glibc | re-create vs new_glibc |\n");
-  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   bool all_ok = true;
-  for (auto size : sizes) {
-    std::vector<Row> rows;
-    for (const char* v : {"new_glibc", "new_tenon", "atomic_slots", "mass_pool", "mass_pool_dense",
-                          "mass_pool_keep"}) {
-      if (std::string(v) == "new_tenon" && !have_tenon) {
-        Row skipped;
-        skipped.variant = v;
-        skipped.size = size;
-        skipped.note = "skipped: no libtenon.so (use --tenon PATH)";
-        rows.push_back(skipped);
-        continue;
-      }
-      rows.push_back(run_child(v, size, n, threads, tenon_so));
-      if (!rows.back().ok) all_ok = false;
-      std::fflush(stdout);
-    }
-    const Row& glibc = rows[0];
-    const double elem_mib = double(n) * double(size) / (1024.0 * 1024.0);
-    for (const Row& row : rows) {
-      if (!row.ok) {
-        std::printf("| %s | %zu | - | - | - | - | - | - | - | - | - | %s\n", row.variant.c_str(),
-                    size, row.note.c_str());
-        continue;
-      }
-      std::printf("| %s | %zu | %.3f | %.5f | %.3f | %.1f | %.3f | %.1f |", row.variant.c_str(), size,
-                  row.r.create_s, row.r.release_s, row.r.recreate_s, row.peak_mib,
-                  row.peak_mib / elem_mib, row.r.rss_after_mib);
-      if (glibc.ok)
-        std::printf(" %.2fx | %s | %.2fx |\n", glibc.r.create_s / row.r.create_s,
-                    ratio(glibc.r.release_s / row.r.release_s).c_str(),
-                    glibc.r.recreate_s / row.r.recreate_s);
-      else
-        std::printf(" - | - | - |\n");
-    }
-  }
-  std::printf("\nPeak RSS is the child process's whole maximum resident set (program and\n"
-              "libraries included); elem bytes = elements x element size. new_* rows link\n"
-              "objects through their own pointers, so they need no extra pointer array.\n"
+  for (const Config& c : configs) all_ok = run_config(c, tenon_so, have_tenon, warm) && all_ok;
+  std::printf("Peak RSS is the child process's whole maximum resident set (program and\n"
+              "libraries included; with the sort, the new_* rows' pointer array too);\n"
+              "elem bytes = elements x element size. new_* rows link objects through\n"
+              "their own pointers, so they need no extra pointer array to be created.\n"
               "Release times include giving the memory back to the OS where the variant\n"
               "does (see RSS after release); glibc and tenon keep freed memory in their\n"
               "arenas, and so does mass_pool_keep. Re-create is a second creation right\n"
-              "after the release, where kept memory saves the page faults.\n");
+              "after the release, where kept memory saves the page faults. Create CPU is\n"
+              "the user and system time of all threads during the creation (wall time\n"
+              "on a shared machine also counts other jobs' turns). Ratios are medians\n"
+              "of per-run ratios (the runs of one round are made back to back).\n");
   return all_ok ? 0 : 1;
 }

@@ -97,6 +97,18 @@ TENON_API void tenon_pool_prefault_block(void* p, size_t bytes);
  * order (0, 1, 2, ...); the pool maps it to a lane. */
 TENON_API uint32_t tenon_pool_thread_ordinal(void);
 
+/* 1 if the calling thread may own a pool lane (claim with plain stores in a
+ * restartable sequence): the C library registered its rseq area, and the
+ * process can restart other threads' sequences (membarrier, registered on
+ * the first call). 0 otherwise (then every lane is claimed by CAS). */
+TENON_API int tenon_pool_thread_can_own(void);
+
+/* Restarts the restartable sequence of every other thread of the process
+ * that is inside one (membarrier MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ), so
+ * that a lane taken from its owner sees no more plain stores. 0, or an errno
+ * value when the kernel refused. */
+TENON_API int tenon_pool_restart_sequences(void);
+
 #ifdef __cplusplus
 }
 #endif

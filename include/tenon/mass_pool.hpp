@@ -31,6 +31,30 @@
 
 #include "tenon/mass_pool.h"
 
+// Owned lanes (see pool_core): a thread claims slots of a lane it owns with a
+// plain store inside a restartable sequence (Linux rseq, registered by glibc
+// 2.35 and later), so that no claim needs an atomic read-modify-write. x86-64
+// only (the sequence is assembly); ThreadSanitizer cannot see it, so its
+// builds, other architectures and older C libraries use the CAS on every lane.
+#if defined(__x86_64__) && defined(__linux__) && defined(__has_include)
+#if __has_include(<sys/rseq.h>)
+#define TENON_POOL_HAVE_RSEQ_HEADER 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define TENON_POOL_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TENON_POOL_TSAN 1
+#endif
+#endif
+#if defined(TENON_POOL_HAVE_RSEQ_HEADER) && !defined(TENON_POOL_TSAN) && !defined(TENON_POOL_NO_RSEQ)
+#define TENON_POOL_RSEQ 1
+#include <sys/rseq.h>
+#else
+#define TENON_POOL_RSEQ 0
+#endif
+
 namespace tenon {
 namespace detail {
 
@@ -38,6 +62,8 @@ namespace detail {
 // libtenon, so the first 64 threads to use any pool get 64 different lanes
 // (hashing thread addresses would make two of eight threads share a lane a
 // third of the time). Plain constant-initialised TLS: no wrapper, no lock.
+// 0 until the thread's first refill; the fast path then looks at lane 63,
+// which it cannot own, and falls through to the slow path that assigns it.
 inline thread_local std::uint32_t tl_pool_lane_plus1 = 0;
 
 inline std::uint32_t this_thread_lane_seed() noexcept {
@@ -48,6 +74,32 @@ inline std::uint32_t this_thread_lane_seed() noexcept {
   }
   return v - 1;
 }
+
+// Who owns a lane: the owner's thread pointer. It is unique among live
+// threads, and the C library reuses it only for a new thread after the old
+// one has exited, so a new thread that finds its own thread pointer on a lane
+// is the only thread that can still write it, and simply continues (also in
+// a fork child, whose thread keeps the parent's thread pointer). Never 0, 1
+// or 2, the lane states below.
+//
+// Read afresh at every use (volatile), and inside the restartable sequences
+// themselves: a compiler may keep a thread-local address across a C++20
+// coroutine's suspension, which may resume on another thread, and a stale id
+// would let that thread write a lane it does not own.
+inline std::uintptr_t this_thread_id() noexcept {
+#if defined(__x86_64__)
+  std::uintptr_t tp;
+  asm volatile("movq %%fs:0, %0" : "=r"(tp));  // the x86-64 ABI keeps the thread pointer there
+  return tp;
+#else
+  return reinterpret_cast<std::uintptr_t>(&tl_pool_lane_plus1);  // unique per live thread too
+#endif
+}
+
+// Test hook for counting instructions under valgrind, which does not
+// implement rseq: lets a thread own lanes without it. Safe only in a program
+// with a single thread (nothing restarts a sequence another thread cut into).
+inline std::atomic<bool> pool_own_without_rseq_for_testing{false};
 
 // Progress-test hook: when set (tests only), the slow paths call it at each
 // named step between two operations on shared state, and a test can park a
@@ -129,7 +181,16 @@ class pool_core {
     spare_head_.store(0, std::memory_order_relaxed);
     spare_slots_.store(0, std::memory_order_relaxed);
     refills_in_flight_.store(0, std::memory_order_relaxed);
-    for (auto& l : lanes_) l.word.store(exhausted(), std::memory_order_relaxed);
+#if TENON_POOL_RSEQ
+    rseq_cs_off_ = __rseq_offset + long(offsetof(struct rseq, rseq_cs));
+    // Asked here for its side effect: the first call registers the process
+    // for restarting other threads' sequences, and the kernel makes that
+    // wait for an RCU grace period once other threads exist (10-12 ms
+    // measured here, 4 us with one thread). A pool is usually made before
+    // the threads that fill it; its first refill is not.
+    (void)tenon_pool_thread_can_own();
+#endif
+    reset_lanes();
     return true;
   }
 
@@ -159,7 +220,11 @@ class pool_core {
       for (std::uint64_t k = 0; k < mapped; ++k) dir_[k].store(nullptr, std::memory_order_relaxed);
       // One munmap per segment (up to 32 blocks of 2 MiB): the kernel's fixed
       // cost per call (VMA surgery, TLB shootdown) is paid 32 times less.
-      const std::uint64_t segments = (mapped + (1u << seg_shift_) - 1) >> seg_shift_;
+      // One segment more than the blocks reach: it may have been reserved
+      // ahead (block_memory).
+      const std::uint64_t seg_entries = (std::uint64_t{dir_entries_} + (1u << seg_shift_) - 1) >> seg_shift_;
+      const std::uint64_t segments =
+          std::min<std::uint64_t>(((mapped + (1u << seg_shift_) - 1) >> seg_shift_) + 1, seg_entries);
       for (std::uint64_t s = 0; s < segments; ++s) {
         if (char* seg = seg_[s].load(std::memory_order_relaxed)) tenon_pool_release_block(seg, seg_bytes_);
         seg_[s].store(nullptr, std::memory_order_relaxed);
@@ -170,7 +235,7 @@ class pool_core {
     spare_slots_.store(0, std::memory_order_relaxed);
     spare_head_.store(0, std::memory_order_relaxed);
     refills_in_flight_.store(0, std::memory_order_relaxed);
-    for (auto& l : lanes_) l.word.store(exhausted(), std::memory_order_relaxed);
+    reset_lanes();
   }
 
   // Test hook (and C API): lower the element limit. Only on an empty pool.
@@ -182,29 +247,36 @@ class pool_core {
     return true;
   }
 
-  // One slot and its index; lock-free. The fast path is a load and a CAS on
-  // the calling thread's own lane.
-  claim acquire() noexcept {
+  // One slot and its index; lock-free. The fast path: the calling thread owns
+  // its lane and claims with a load and a plain store inside a restartable
+  // sequence (no atomic read-modify-write, no fence). Everything else (no
+  // rseq, a shared lane, a used-up block, a thread's first claim) goes to
+  // acquire_slow(). Stride: the slot size when the caller knows it at
+  // compile time (mass_pool<T>), else 0 for stride_.
+  template <std::size_t Stride = 0>
+  __attribute__((always_inline)) claim acquire() noexcept {
     if (dense_) return acquire_dense();
-    lane& l = lanes_[this_thread_lane_seed() & (kLanes - 1)];
-    std::uint64_t w = l.word.load(std::memory_order_relaxed);
-    for (;;) {
-      if (has_room(w)) {
-        // Acquire pairs with the release CAS that installed the block, so the
-        // directory entry written before it is visible.
-        if (l.word.compare_exchange_weak(w, w + 1, std::memory_order_acquire,
-                                         std::memory_order_relaxed)) {
-          const std::uint32_t k = std::uint32_t(w >> 32) - 1;
-          const std::uint32_t used = std::uint32_t(w);
-          char* base = dir_[k].load(std::memory_order_relaxed);
-          return {base + std::size_t{used} * stride_, (k << shift_) | used, ok};
-        }
-        continue;
-      }
-      claim c = refill(l, w);
-      if (c.status != retry) return c;
-      w = l.word.load(std::memory_order_relaxed);
+#if TENON_POOL_RSEQ
+    // A thread without a seed yet looks at lane 63, which it does not own.
+    lane& l = lanes_[(tl_pool_lane_plus1 - 1) & (kLanes - 1)];
+    std::uint64_t used;
+    char* base;
+    std::uint32_t first;
+    if (__builtin_expect(owned_claim(l, used, base, first), 1)) {
+      if (base == nullptr) __builtin_unreachable();  // a copy is only ever set from a mapped block
+      return {base + used * (Stride ? Stride : stride_), first | std::uint32_t(used), ok};
     }
+#endif
+    // A shared lane (no rseq here, or the lane was taken from its owner):
+    // a load and a CAS on it.
+    lane& s = lanes_[this_thread_lane_seed() & (kLanes - 1)];
+    if (__builtin_expect(s.mode.load(std::memory_order_acquire) == kShared, 1)) {
+      std::uint64_t sw = s.word.load(std::memory_order_relaxed);
+      while (has_room(sw))
+        if (s.word.compare_exchange_weak(sw, sw + 1, std::memory_order_acquire, std::memory_order_relaxed))
+          return slot_of(sw);
+    }
+    return acquire_slow();
   }
 
   void* at(std::uint32_t index) const noexcept {
@@ -292,12 +364,38 @@ class pool_core {
   std::uint64_t limit() const noexcept { return limit_; }
   // How often a refill lost the race to install its block (statistics/tests).
   std::uint64_t refill_races() const noexcept { return refill_races_.load(std::memory_order_relaxed); }
+  // How often a thread took a lane from the thread that owned it (statistics/tests).
+  std::uint64_t lane_takeovers() const noexcept { return lane_takeovers_.load(std::memory_order_relaxed); }
+  // Lanes owned by a thread right now: their claims take the fast path.
+  unsigned owned_lanes() const noexcept {
+    unsigned n = 0;
+    for (const auto& l : lanes_) n += l.mode.load(std::memory_order_relaxed) > kRevoking;
+    return n;
+  }
 
  private:
+  // A lane's mode: free (nobody has used it since the pool was made or
+  // cleared), owned by one thread (its thread id, see this_thread_id: claims
+  // by plain store inside the owner's restartable sequence), being taken
+  // from its owner, or shared (claims by CAS, by any thread, until clear()).
+  static constexpr std::uintptr_t kFree = 0, kShared = 1, kRevoking = 2;
+
   struct alignas(64) lane {
     // (block number + 1) << 32 | slots used. 0 << 32 | block_elems_ means
     // "no block yet", which the fast path sees as "block used up".
     std::atomic<std::uint64_t> word{0};
+    std::atomic<std::uintptr_t> mode{kFree};
+    // The owner's copy of a block, written and read only by the owner (and
+    // its signal handlers) inside restartable sequences, or by reset():
+    // words start .. start + len - 1 are that block's free slots, at base,
+    // with indices first | slot. len is 0 while the copy is being written.
+    // The fast path uses the copy only for a word inside that window, so a
+    // copy of an older block (the lane moved on, possibly to a lower block
+    // number from the spare stack) is never used, whoever moved it and when.
+    std::uint64_t start = 0;  // (block + 1) << 32
+    std::uint64_t len = 0;    // block_end(block), or 0
+    char* base = nullptr;
+    std::uint32_t first = 0;
   };
 
   static constexpr std::size_t kSegmentBytes = std::size_t{64} << 20;
@@ -363,6 +461,210 @@ class pool_core {
       }
     }
     return false;
+  }
+
+  // The slot and index of the claim that moved a lane from word w to w + 1.
+  // Acquire on the directory entry: the block's publisher wrote it (release)
+  // before installing the block, and the claim may have read a word an
+  // owner's plain store wrote, which carries no release of its own.
+  claim slot_of(std::uint64_t w) const noexcept {
+    const std::uint32_t k = std::uint32_t(w >> 32) - 1;
+    const std::uint32_t used = std::uint32_t(w);
+    char* base = dir_[k].load(std::memory_order_acquire);
+    return {base + std::size_t{used} * stride_, (k << shift_) | used, ok};
+  }
+
+  bool may_own() const noexcept {
+    return pool_own_without_rseq_for_testing.load(std::memory_order_relaxed) || tenon_pool_thread_can_own() != 0;
+  }
+
+  // Everything but an owner's claim with room: a thread's first claim on a
+  // lane (it owns the lane if it can, else shares it), a lane owned by
+  // another thread (taken from it: shared from then on), claims by CAS on
+  // shared lanes and by owners whose copy of the block is cleared, refills.
+  __attribute__((noinline)) claim acquire_slow() noexcept {
+    lane& l = lanes_[this_thread_lane_seed() & (kLanes - 1)];
+    const std::uintptr_t me = this_thread_id();
+    std::uintptr_t m = l.mode.load(std::memory_order_acquire);
+    if (m == kFree) {
+      const std::uintptr_t want = may_own() ? me : kShared;
+      if (l.mode.compare_exchange_strong(m, want, std::memory_order_acq_rel, std::memory_order_acquire)) m = want;
+    }
+    if (m != me && !claimable_by_cas(l, me)) return {nullptr, TENON_POOL_NO_INDEX, no_memory};
+    return claim_by_cas(l, m == me);
+  }
+
+  // Makes lane l one this thread may claim from by CAS: its own, or shared
+  // (taking it from another owner if need be). False only if the kernel
+  // refused to restart sequences, which cannot happen once it accepted the
+  // registration an owner needed.
+  bool claimable_by_cas(lane& l, std::uintptr_t me) noexcept {
+    for (;;) {
+      std::uintptr_t m = l.mode.load(std::memory_order_acquire);
+      if (m == me || m == kShared) return true;
+      if (m == kFree) {
+        l.mode.compare_exchange_strong(m, kShared, std::memory_order_acq_rel, std::memory_order_relaxed);
+        continue;
+      }
+      if (m != kRevoking) {
+        if (!l.mode.compare_exchange_strong(m, kRevoking, std::memory_order_acq_rel, std::memory_order_relaxed))
+          continue;
+        lane_takeovers_.fetch_add(1, std::memory_order_relaxed);
+        pool_step("pool.lane.revoke");
+      }
+      // Once the mode says kRevoking, an owner's sequence that starts reads
+      // it and gives up; one that read the old mode is still running or
+      // preempted, and the restart below sends it back to its start. So
+      // after it no plain store can land on the lane: it is shared from now
+      // on. Whoever finds kRevoking finishes the job itself, so a thread
+      // stopped between the two steps stops nobody.
+      if (tenon_pool_restart_sequences() != 0) return false;
+      m = kRevoking;
+      l.mode.compare_exchange_strong(m, kShared, std::memory_order_acq_rel, std::memory_order_relaxed);
+    }
+  }
+
+  // Claims a slot of lane l by CAS (a shared lane, or this thread's own lane
+  // when its copy of the block is cleared or used up), refilling it if need
+  // be. An owner refreshes its copy afterwards, so its next claim takes the
+  // fast path.
+  claim claim_by_cas(lane& l, bool owner) noexcept {
+    std::uint64_t w = l.word.load(std::memory_order_relaxed);
+    for (;;) {
+      if (has_room(w)) {
+        if (l.word.compare_exchange_weak(w, w + 1, std::memory_order_acquire, std::memory_order_relaxed)) {
+          if (owner) refresh_copy(l, w);
+          return slot_of(w);
+        }
+        continue;
+      }
+      const claim c = refill(l, w);
+      if (c.status == ok && owner) {
+        // The lane is in the new block, the copy may still be of an older one
+        // (a signal handler of this thread may have set it meanwhile): the
+        // fast path must not use it (see owned_claim).
+        pool_step("pool.copy.refresh");
+        refresh_copy(l, std::uint64_t{(c.index >> shift_) + 1} << 32);
+      }
+      if (c.status != retry) return c;
+      w = l.word.load(std::memory_order_relaxed);
+    }
+  }
+
+#if TENON_POOL_RSEQ
+  // The owner's claim: one restartable sequence checks that this thread
+  // still owns the lane and that the word is inside its copy's window,
+  // reads the copy, and commits word + 1 with a plain store. The kernel
+  // sends the thread back to the start (label 6) if it is preempted,
+  // migrated or signalled inside it, and a thread that takes the lane away
+  // restarts every running sequence first (claimable_by_cas), so an owner
+  // never commits on a lane it no longer owns. Gives the slot number within
+  // the block in `used`. False, with nothing written, when the caller must
+  // take the slow path.
+  bool owned_claim(lane& l, std::uint64_t& used, char*& base, std::uint32_t& first) const noexcept {
+    bool ok;
+    std::uint64_t w;
+    asm volatile(
+        ".pushsection __rseq_cs, \"aw\"\n\t"
+        ".balign 32\n\t"
+        "3:\n\t"
+        ".long 0, 0\n\t"                // struct rseq_cs: version, flags,
+        ".quad 1f, (2f - 1f), 4f\n\t"   // start, length, abort handler
+        ".popsection\n\t"
+        "6:\n\t"
+        "leaq 3b(%%rip), %%rcx\n\t"
+        "movq %%rcx, %%fs:(%[cs])\n\t"  // rseq->rseq_cs = &descriptor
+        "1:\n\t"
+        "movq %%fs:0, %%rcx\n\t"        // this thread's id, read here (see this_thread_id)
+        "cmpq %%rcx, %[mode]\n\t"
+        "jne 5f\n\t"
+        "movq %[word], %[w]\n\t"
+        "movq %[w], %[used]\n\t"
+        "subq %[start], %[used]\n\t"
+        "cmpq %[len], %[used]\n\t"
+        "jae 2f\n\t"                    // carry clear: not in the copy's window
+        "movq %[basem], %[base]\n\t"
+        "movl %[firstm], %[first]\n\t"
+        "leaq 1(%[w]), %%rcx\n\t"
+        "movq %%rcx, %[word]\n\t"       // the commit; carry still set from the cmpq
+        "2:\n\t"
+        ".pushsection __rseq_failure, \"ax\"\n\t"
+        ".byte 0x0f, 0xb9, 0x3d\n\t"    // ud1 with the signature glibc registered
+        ".long 0x53053053\n\t"
+        "4:\n\t"
+        "jmp 6b\n\t"
+        "5:\n\t"
+        "clc\n\t"
+        "jmp 2b\n\t"
+        ".popsection\n\t"
+        : "=@ccb"(ok), [w] "=&r"(w), [used] "=&r"(used), [base] "=&r"(base), [first] "=&r"(first),
+          [word] "+m"(l.word)
+        : [cs] "r"(rseq_cs_off_), [mode] "m"(l.mode), [start] "m"(l.start), [len] "m"(l.len),
+          [basem] "m"(l.base), [firstm] "m"(l.first)
+        : "rcx");
+    return ok;
+  }
+
+  // Sets the owner's copy for the block of word w, in a restartable sequence
+  // that clears len first and sets it last, and only while this thread owns
+  // the lane and the lane is still in that block: a signal handler of this
+  // thread that writes the copy in between leaves it cleared or its own,
+  // never fields of two blocks.
+  void refresh_copy(lane& l, std::uint64_t w) noexcept {
+    const std::uint64_t start = w & ~std::uint64_t{0xFFFFFFFF};
+    const std::uint32_t k = std::uint32_t(w >> 32) - 1;
+    char* base = dir_[k].load(std::memory_order_relaxed);
+    const std::uint32_t first = k << shift_;
+    const std::uint64_t len = block_end(k);
+    asm volatile(
+        ".pushsection __rseq_cs, \"aw\"\n\t"
+        ".balign 32\n\t"
+        "3:\n\t"
+        ".long 0, 0\n\t"
+        ".quad 1f, (2f - 1f), 4f\n\t"
+        ".popsection\n\t"
+        "6:\n\t"
+        "leaq 3b(%%rip), %%rcx\n\t"
+        "movq %%rcx, %%fs:(%[cs])\n\t"
+        "1:\n\t"
+        "movq $0, %[lenm]\n\t"
+        "movq %%fs:0, %%rcx\n\t"
+        "cmpq %%rcx, %[mode]\n\t"
+        "jne 2f\n\t"
+        "movq %[word], %%rcx\n\t"
+        "shrq $32, %%rcx\n\t"
+        "shlq $32, %%rcx\n\t"
+        "cmpq %[start], %%rcx\n\t"
+        "jne 2f\n\t"
+        "movq %[start], %[startm]\n\t"
+        "movq %[base], %[basem]\n\t"
+        "movl %[first], %[firstm]\n\t"
+        "movq %[len], %[lenm]\n\t"       // the commit
+        "2:\n\t"
+        ".pushsection __rseq_failure, \"ax\"\n\t"
+        ".byte 0x0f, 0xb9, 0x3d\n\t"
+        ".long 0x53053053\n\t"
+        "4:\n\t"
+        "jmp 6b\n\t"
+        ".popsection\n\t"
+        : [lenm] "+m"(l.len), [startm] "+m"(l.start), [basem] "+m"(l.base), [firstm] "+m"(l.first)
+        : [cs] "r"(rseq_cs_off_), [mode] "m"(l.mode), [word] "m"(l.word), [start] "r"(start),
+          [base] "r"(base), [first] "r"(first), [len] "r"(len)
+        : "rcx", "cc");
+  }
+#else
+  void refresh_copy(lane&, std::uint64_t) noexcept {}  // nothing reads the copy without rseq
+#endif
+
+  void reset_lanes() noexcept {
+    for (auto& l : lanes_) {
+      l.word.store(exhausted(), std::memory_order_relaxed);
+      l.mode.store(kFree, std::memory_order_relaxed);
+      l.start = 0;
+      l.len = 0;
+      l.base = nullptr;
+      l.first = 0;
+    }
   }
 
   // Slow path: the lane's block is used up (or absent). From taking a block
@@ -477,37 +779,47 @@ class pool_core {
 
   // Block k's memory: its slice of segment k >> seg_shift_. A segment is
   // reserved (lazily committed address space) by the first block that needs
-  // it and installed by CAS; a thread that loses that race gives its
-  // reservation back and uses the winner's. Nobody waits for the winner.
+  // it, or ahead of need by the refill that takes the middle block of the
+  // segment before it: threads that fill side by side take consecutive
+  // blocks and would otherwise all find the next segment missing at once,
+  // and all but one reserve it in vain (at 8 threads, 80 M elements: dozens
+  // of mmap/munmap pairs, each taking the address-space lock that page
+  // faults need too). Nobody waits for anybody.
   char* block_memory(std::uint32_t k) noexcept {
-    std::atomic<char*>& slot = seg_[k >> seg_shift_];
-    char* seg = slot.load(std::memory_order_acquire);
-    if (!seg) {
-      char* mine = static_cast<char*>(tenon_pool_reserve_block(seg_bytes_, 1));
-      if (!mine) return nullptr;
-      pool_step("pool.segment.reserved");
-      if (slot.compare_exchange_strong(seg, mine, std::memory_order_acq_rel, std::memory_order_acquire))
-        seg = mine;
-      else
-        tenon_pool_release_block(mine, seg_bytes_);
-    }
-    return seg + std::size_t{k & ((1u << seg_shift_) - 1)} * block_bytes_;
+    const std::uint32_t s = k >> seg_shift_, in_seg = k & ((1u << seg_shift_) - 1);
+    char* seg = seg_[s].load(std::memory_order_acquire);
+    if (!seg && !(seg = reserve_segment(s))) return nullptr;
+    if (seg_shift_ != 0 && in_seg == (1u << (seg_shift_ - 1)) &&
+        (std::uint64_t{s} + 1) << seg_shift_ < nblocks_ && !seg_[s + 1].load(std::memory_order_relaxed))
+      reserve_segment(s + 1);  // best effort: the first block of s + 1 tries again
+    return seg + std::size_t{in_seg} * block_bytes_;
+  }
+
+  // Reserves segment s and installs it by CAS; a thread that loses that race
+  // gives its reservation back and uses the winner's. Null without memory.
+  char* reserve_segment(std::uint32_t s) noexcept {
+    char* mine = static_cast<char*>(tenon_pool_reserve_block(seg_bytes_, 1));
+    if (!mine) return nullptr;
+    pool_step("pool.segment.reserved");
+    char* seg = nullptr;
+    if (seg_[s].compare_exchange_strong(seg, mine, std::memory_order_acq_rel, std::memory_order_acquire))
+      return mine;
+    tenon_pool_release_block(mine, seg_bytes_);
+    return seg;
   }
 
   // The index space is used up: take any slot left in any lane, so that the
   // pool holds exactly limit() elements before it reports full.
+  // A lane another thread owns is taken from it first: its slots must not
+  // wait for a thread that may never come back.
   claim scavenge() noexcept {
+    const std::uintptr_t me = this_thread_id();
     for (auto& l : lanes_) {
+      if (!has_room(l.word.load(std::memory_order_relaxed)) || !claimable_by_cas(l, me)) continue;
       std::uint64_t w = l.word.load(std::memory_order_relaxed);
-      while (has_room(w)) {
-        if (l.word.compare_exchange_weak(w, w + 1, std::memory_order_acquire,
-                                         std::memory_order_relaxed)) {
-          const std::uint32_t k = std::uint32_t(w >> 32) - 1;
-          const std::uint32_t used = std::uint32_t(w);
-          return {dir_[k].load(std::memory_order_relaxed) + std::size_t{used} * stride_,
-                  (k << shift_) | used, ok};
-        }
-      }
+      while (has_room(w))
+        if (l.word.compare_exchange_weak(w, w + 1, std::memory_order_acquire, std::memory_order_relaxed))
+          return slot_of(w);
     }
     // A block whose memory could not be mapped earlier may sit on the spare
     // stack; take_block() would have found it, so the pool is really full.
@@ -515,6 +827,7 @@ class pool_core {
   }
 
   // Read-mostly fields, shared by every thread.
+  long rseq_cs_off_ = 0;  // %fs offset of this thread's rseq->rseq_cs (glibc's __rseq_offset + 8)
   std::atomic<char*>* dir_ = nullptr;
   std::atomic<std::uint32_t>* spare_next_ = nullptr;
   std::atomic<char*>* seg_ = nullptr;
@@ -536,6 +849,7 @@ class pool_core {
   alignas(64) std::atomic<std::uint64_t> spare_head_{0};
   std::atomic<std::uint64_t> spare_slots_{0};  // slots in spare blocks, for size()
   std::atomic<std::uint64_t> refill_races_{0};  // statistics: lost lane refills
+  std::atomic<std::uint64_t> lane_takeovers_{0};  // statistics: lanes taken from their owner
   std::atomic<std::uint64_t> refills_in_flight_{0};  // refills between take_block and install
   lane lanes_[kLanes];
 };
@@ -622,7 +936,7 @@ class mass_pool {
   // the OS has no memory (without exceptions: prints why and aborts; use
   // try_emplace to get a null pointer instead).
   template <class... Args>
-  emplaced emplace(Args&&... args) {
+  __attribute__((always_inline)) emplaced emplace(Args&&... args) {
     int status = 0;
     try_emplaced r = construct(status, std::forward<Args>(args)...);
     if (!r.ptr) fail(status);
@@ -633,7 +947,7 @@ class mass_pool {
   // index TENON_POOL_NO_INDEX); the pool stays usable. If T's constructor
   // throws, the exception propagates and no slot is used.
   template <class... Args>
-  try_emplaced try_emplace(Args&&... args) {
+  __attribute__((always_inline)) try_emplaced try_emplace(Args&&... args) {
     int status = 0;
     return construct(status, std::forward<Args>(args)...);
   }
@@ -658,6 +972,15 @@ class mass_pool {
   // Statistics: how often two threads raced to refill the same lane (the
   // loser's block went to the spare stack). Not reset by clear().
   std::uint64_t refill_races() const noexcept { return core_.refill_races(); }
+  // Statistics: how often a thread took a lane from the thread that owned
+  // it (a lane shared by two threads: more than 64 threads, or a lane whose
+  // owner exited); that lane is then claimed by CAS until clear(). Not
+  // reset by clear().
+  std::uint64_t lane_takeovers() const noexcept { return core_.lane_takeovers(); }
+  // Lanes owned by one thread right now, whose emplaces take the fast path
+  // (a plain store in a restartable sequence). 0 where the kernel or the C
+  // library offers no rseq (then every emplace is a CAS).
+  unsigned owned_lanes() const noexcept { return core_.owned_lanes(); }
 
   // Runs destructors (unless T is trivially destructible) and gives every
   // block back to the OS. O(blocks) for trivial T, O(elements) otherwise.
@@ -675,7 +998,13 @@ class mass_pool {
     return core_.set_limit(max_elements);
   }
 
-  // Random-access iterator over the elements in index order.
+  struct at_end {};  // tag: an iterator past the last element, made without the view
+
+  // Random-access iterator over the elements in index order. Like a deque's:
+  // it holds the element's address and the bounds of the piece (the filled
+  // part of one block, contiguous in memory) it is in, so that *it, ++, --
+  // and small jumps are pointer arithmetic; only leaving the piece looks the
+  // next one up (by its neighbour, or by a binary search over the pieces).
   template <bool Const>
   class basic_iterator {
     using pool_ptr = std::conditional_t<Const, const mass_pool*, mass_pool*>;
@@ -689,21 +1018,47 @@ class mass_pool {
     using pointer = std::conditional_t<Const, const T*, T*>;
 
     basic_iterator() = default;
-    basic_iterator(pool_ptr p, difference_type rank) noexcept : p_(p), r_(rank) {}
+    basic_iterator(pool_ptr p, difference_type rank) noexcept : p_(p) { seat(rank); }
+    // end() may be called before begin() takes the view (argument order is
+    // unspecified), so it looks at no piece; moving back from it seats it.
+    basic_iterator(pool_ptr p, difference_type rank, at_end) noexcept
+        : p_(p), r_(rank), lo_(rank), hi_(rank), piece_(~std::size_t{0}) {}
     // iterator -> const_iterator
     template <bool C = Const, class = std::enable_if_t<C>>
-    basic_iterator(const basic_iterator<false>& o) noexcept : p_(o.p_), r_(o.r_) {}
+    basic_iterator(const basic_iterator<false>& o) noexcept
+        : p_(o.p_), r_(o.r_), lo_(o.lo_), hi_(o.hi_), cur_(o.cur_), piece_(o.piece_) {}
 
-    reference operator*() const noexcept { return (*p_)[p_->index_at_rank(r_)]; }
-    pointer operator->() const noexcept { return &**this; }
-    reference operator[](difference_type n) const noexcept { return (*p_)[p_->index_at_rank(r_ + n)]; }
+    reference operator*() const noexcept { return *cur_; }
+    pointer operator->() const noexcept { return cur_; }
+    reference operator[](difference_type n) const noexcept { return *(*this + n); }
 
-    basic_iterator& operator++() noexcept { ++r_; return *this; }
-    basic_iterator operator++(int) noexcept { auto t = *this; ++r_; return t; }
-    basic_iterator& operator--() noexcept { --r_; return *this; }
-    basic_iterator operator--(int) noexcept { auto t = *this; --r_; return t; }
-    basic_iterator& operator+=(difference_type n) noexcept { r_ += n; return *this; }
-    basic_iterator& operator-=(difference_type n) noexcept { r_ -= n; return *this; }
+    basic_iterator& operator++() noexcept {
+      ++cur_;
+      if (++r_ == hi_) seat_piece(piece_ + 1, r_);
+      return *this;
+    }
+    basic_iterator operator++(int) noexcept { auto t = *this; ++*this; return t; }
+    basic_iterator& operator--() noexcept {
+      if (r_ == lo_) {
+        seat(r_ - 1);
+      } else {
+        --r_;
+        --cur_;
+      }
+      return *this;
+    }
+    basic_iterator operator--(int) noexcept { auto t = *this; --*this; return t; }
+    basic_iterator& operator+=(difference_type n) noexcept {
+      const difference_type r = r_ + n;
+      if (r >= lo_ && r < hi_) {
+        cur_ += n;
+        r_ = r;
+      } else {
+        seat(r);
+      }
+      return *this;
+    }
+    basic_iterator& operator-=(difference_type n) noexcept { return *this += -n; }
     friend basic_iterator operator+(basic_iterator it, difference_type n) noexcept { return it += n; }
     friend basic_iterator operator+(difference_type n, basic_iterator it) noexcept { return it += n; }
     friend basic_iterator operator-(basic_iterator it, difference_type n) noexcept { return it -= n; }
@@ -716,59 +1071,81 @@ class mass_pool {
     }
 
     // The element's index (what emplace returned for it).
-    index_type index() const noexcept { return p_->index_at_rank(r_); }
+    index_type index() const noexcept { return index_type(p_->pieces_[piece_].index + std::uint64_t(r_ - lo_)); }
 
    private:
     friend class mass_pool;
     friend class basic_iterator<!Const>;
+
+    // Points at rank r: in its piece, or (past the last element, or on a
+    // pool with no view yet) at no piece, where lo_ == hi_ == r.
+    void seat(difference_type r) noexcept { seat_piece(p_->piece_of(r), r); }
+    void seat_piece(std::size_t k, difference_type r) noexcept {
+      r_ = r;
+      piece_ = k;
+      if (k < p_->pieces_.size()) {
+        const piece& pc = p_->pieces_[k];
+        lo_ = difference_type(pc.rank);
+        hi_ = difference_type(pc.rank + pc.count);
+        cur_ = pc.base + (r - lo_);
+      } else {
+        lo_ = hi_ = r;
+        cur_ = nullptr;
+      }
+    }
+
     pool_ptr p_ = nullptr;
     difference_type r_ = 0;
+    difference_type lo_ = 0, hi_ = 0;  // ranks of the current piece
+    pointer cur_ = nullptr;
+    std::size_t piece_ = 0;
   };
   using iterator = basic_iterator<false>;
   using const_iterator = basic_iterator<true>;
 
-  // begin() takes a snapshot of where the holes are (O(lanes)); it must not
+  // begin() takes a snapshot of where the holes are (O(blocks)); it must not
   // run concurrently with emplace(), clear() or another begin(). Iterators
   // stay valid until the next emplace() or clear().
   iterator begin() { refresh_view(); return {this, 0}; }
-  iterator end() { return {this, difference_type(size())}; }
+  iterator end() { return {this, difference_type(size()), at_end{}}; }
   const_iterator begin() const { refresh_view(); return {this, 0}; }
-  const_iterator end() const { return {this, difference_type(size())}; }
+  const_iterator end() const { return {this, difference_type(size()), at_end{}}; }
   const_iterator cbegin() const { return begin(); }
   const_iterator cend() const { return end(); }
 
  private:
-  // A run of present indices: ranks [rank, next run's rank) are indices
-  // [index, ...). Without holes there is one run starting at (0, 0).
-  struct run {
+  // The filled part of one block: ranks [rank, rank + count) are the
+  // indices [index, index + count), at base[0 .. count).
+  struct piece {
     std::uint64_t rank;
     std::uint64_t index;
+    std::uint64_t count;
+    T* base;
   };
 
-  index_type index_at_rank(difference_type r) const noexcept {
-    const auto ur = std::uint64_t(r);
-    if (segs_.size() == 1) return index_type(segs_[0].index + ur);  // no holes
-    if (segs_.empty()) return index_type(ur);
-    auto it = std::upper_bound(segs_.begin(), segs_.end(), ur,
-                               [](std::uint64_t v, const run& s) { return v < s.rank; });
-    --it;
-    return index_type(it->index + (ur - it->rank));
+  // The piece that holds rank r, or pieces_.size() if none does.
+  std::size_t piece_of(std::ptrdiff_t r) const noexcept {
+    if (r < 0 || pieces_.empty() || std::uint64_t(r) >= pieces_.back().rank + pieces_.back().count)
+      return pieces_.size();
+    auto it = std::upper_bound(pieces_.begin(), pieces_.end(), std::uint64_t(r),
+                               [](std::uint64_t v, const piece& pc) { return v < pc.rank; });
+    return std::size_t(it - pieces_.begin()) - 1;
   }
 
   void refresh_view() const {
-    segs_.clear();
-    std::uint64_t rank = 0, next = 0;  // next: the index that would continue the current run
+    pieces_.clear();
+    std::uint64_t rank = 0;
     core_.for_each_filled([&](std::uint64_t first, std::uint32_t count) {
-      if (segs_.empty() || first != next) segs_.push_back({rank, first});
+      T* base = std::launder(static_cast<T*>(core_.at(index_type(first))));
+      pieces_.push_back({rank, first, count, base});
       rank += count;
-      next = first + count;
     });
   }
 
   void empty_out(bool keep_memory) noexcept {
     destroy_elements();
     core_.reset(keep_memory);
-    segs_.clear();
+    pieces_.clear();
   }
 
   void destroy_elements() noexcept {
@@ -782,21 +1159,21 @@ class mass_pool {
   // A constructor that may throw builds a temporary first, which is then
   // moved into the slot (nothrow): a slot, once claimed, is always filled.
   template <class... Args>
-  try_emplaced construct(int& status, Args&&... args) {
+  __attribute__((always_inline)) try_emplaced construct(int& status, Args&&... args) {
 #if defined(__cpp_exceptions)
     if constexpr (!std::is_nothrow_constructible_v<T, Args&&...>) {
       static_assert(std::is_nothrow_move_constructible_v<T>,
                     "mass_pool<T>::emplace: T's constructor may throw and its move constructor "
                     "too; a claimed slot could be left empty. Make one of them noexcept.");
       T tmp(std::forward<Args>(args)...);
-      const detail::pool_core::claim c = core_.acquire();
+      const detail::pool_core::claim c = core_.acquire<sizeof(T)>();
       status = c.status;
       if (!c.slot) return {TENON_POOL_NO_INDEX, nullptr};
       return {c.index, ::new (c.slot) T(std::move(tmp))};
     } else
 #endif
     {
-      const detail::pool_core::claim c = core_.acquire();
+      const detail::pool_core::claim c = core_.acquire<sizeof(T)>();
       status = c.status;
       if (!c.slot) return {TENON_POOL_NO_INDEX, nullptr};
       return {c.index, ::new (c.slot) T(std::forward<Args>(args)...)};
@@ -825,7 +1202,7 @@ class mass_pool {
   }
 
   detail::pool_core core_;
-  mutable std::vector<run> segs_;
+  mutable std::vector<piece> pieces_;  // the view begin() took
 };
 
 }  // namespace tenon

@@ -15,6 +15,7 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -184,6 +185,38 @@ bool populate(void* p, std::size_t size) {
   bool ok = madvise(p, size, MADV_POPULATE_WRITE) == 0;
   errno = saved;
   return ok;
+}
+
+namespace {
+// The membarrier commands for restartable sequences (linux/membarrier.h of
+// Linux 5.10; older headers lack them).
+constexpr int kMembarrierRestartRseq = 1 << 7;          // MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ
+constexpr int kMembarrierRegisterRestartRseq = 1 << 8;  // MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ
+long membarrier(int cmd) {
+#ifdef SYS_membarrier
+  return syscall(SYS_membarrier, cmd, 0, 0);
+#else
+  (void)cmd;
+  errno = ENOSYS;
+  return -1;
+#endif
+}
+}  // namespace
+
+bool register_sequence_restarts() {
+  int saved = errno;
+  // Registered, and one real call works (seccomp or an emulator may allow
+  // the first and refuse the second).
+  bool ok = membarrier(kMembarrierRegisterRestartRseq) == 0 && membarrier(kMembarrierRestartRseq) == 0;
+  errno = saved;
+  return ok;
+}
+
+int restart_sequences() {
+  int saved = errno;
+  int r = membarrier(kMembarrierRestartRseq) == 0 ? 0 : errno;
+  errno = saved;
+  return r;
 }
 
 std::size_t resident_bytes(void* p, std::size_t size) {

@@ -88,6 +88,59 @@ TEST(MassPoolIterator, SkipsHolesAndMapsRanksToIndices) {
   EXPECT_EQ(pool.size(), 9u);
 }
 
+// The iterator keeps the element's address and its piece (the filled part
+// of one block): every way of moving, across pieces and holes, must land
+// where the rank says. 8-element blocks, partly filled by several threads.
+TEST(MassPoolIterator, MovesAcrossPiecesAndHolesLikeRanks) {
+  Pool pool(3);
+  for (unsigned t = 0; t < 4; ++t)
+    std::thread([&, t] {
+      for (unsigned i = 0; i < 13 + 7 * t; ++i) pool.emplace(std::uint64_t{t} << 32 | i);
+    }).join();
+  auto e = pool.end();  // before begin(): made without the view
+  auto b = pool.begin();
+  std::vector<std::uint32_t> ref;
+  for (auto it = b; it != e; ++it) ref.push_back(it.index());
+  const std::ptrdiff_t n = std::ptrdiff_t(ref.size());
+  ASSERT_EQ(n, e - b);
+  ASSERT_EQ(std::size_t(n), pool.size());
+  EXPECT_LT(pool.size(), pool.index_bound()) << "the case needs holes";
+  for (std::ptrdiff_t r = 0; r < n; ++r) {
+    ASSERT_EQ((b + r).index(), ref[r]);
+    ASSERT_EQ(&b[r], &pool[ref[r]]);
+    ASSERT_EQ((e - (n - r)).index(), ref[r]);
+    Pool::const_iterator c = b + r;
+    ASSERT_EQ(&*c, &pool[ref[r]]);
+  }
+  // Backwards from end() with --, and jumps in both directions from anywhere.
+  auto it = e;
+  for (std::ptrdiff_t r = n - 1; r >= 0; --r) ASSERT_EQ(&*--it, &pool[ref[r]]);
+  ASSERT_EQ(it, b);
+  std::mt19937 rng(7);
+  it = b;
+  std::ptrdiff_t at = 0;
+  for (int step = 0; step < 2000; ++step) {
+    const std::ptrdiff_t to = std::ptrdiff_t(rng() % std::uint32_t(n));
+    if (step % 3 == 0) {
+      it += to - at;
+    } else if (step % 3 == 1) {
+      it -= at - to;
+    } else {
+      while (at < to) ++it, ++at;
+      while (at > to) it--, --at;
+    }
+    at = to;
+    ASSERT_EQ(it - b, at);
+    ASSERT_EQ(it.index(), ref[at]);
+  }
+  std::vector<std::uint64_t> backwards(std::make_reverse_iterator(e), std::make_reverse_iterator(b));
+  ASSERT_EQ(backwards.size(), ref.size());
+  for (std::size_t r = 0; r < ref.size(); ++r) ASSERT_EQ(backwards[r], pool[ref[ref.size() - 1 - r]]);
+  // A sort across all the pieces and holes.
+  std::sort(b, e, std::greater<>());
+  EXPECT_TRUE(std::is_sorted(pool.begin(), pool.end(), std::greater<>()));
+}
+
 TEST(MassPoolIterator, EmptyPool) {
   Pool pool;
   EXPECT_EQ(pool.begin(), pool.end());

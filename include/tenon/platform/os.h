@@ -50,6 +50,17 @@ void advise_huge(void* p, std::size_t size);
 // older or out of memory; the pages then fault in on first touch as usual.
 bool populate(void* p, std::size_t size);
 
+// Restarting other threads' restartable sequences (rseq), for the bulk
+// pool's owned lanes (membarrier, Linux 5.10+). register_sequence_restarts()
+// registers the process once (the kernel waits for an RCU grace period
+// there when the process has other threads: milliseconds; idempotent) and
+// checks that a restart works; restart_sequences() restarts every other
+// running thread's sequence (an interrupt to each CPU running one of the
+// process's threads) and answers 0, or an errno value when the kernel
+// refused. errno is left as it was.
+bool register_sequence_restarts();
+int restart_sequences();
+
 // Where memory comes from (see tenon_set_memory_source in tenon.h). A
 // source installed before the first reservation replaces mmap for every
 // reserve() from then on; with one, release() hands ranges back to it and
