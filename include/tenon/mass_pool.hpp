@@ -588,6 +588,8 @@ class pool_core {
         "leaq 1(%[w]), %%rcx\n\t"
         "movq %%rcx, %[word]\n\t"       // the commit; carry still set from the cmpq
         "2:\n\t"
+        "movq $0, %%fs:(%[cs])\n\t"     // rseq->rseq_cs = 0 (keeps the flags): the
+                                        // descriptor may be in a library dlclose'd later
         ".pushsection __rseq_failure, \"ax\"\n\t"
         ".byte 0x0f, 0xb9, 0x3d\n\t"    // ud1 with the signature glibc registered
         ".long 0x53053053\n\t"
@@ -641,6 +643,7 @@ class pool_core {
         "movl %[first], %[firstm]\n\t"
         "movq %[len], %[lenm]\n\t"       // the commit
         "2:\n\t"
+        "movq $0, %%fs:(%[cs])\n\t"     // rseq->rseq_cs = 0, as in owned_claim
         ".pushsection __rseq_failure, \"ax\"\n\t"
         ".byte 0x0f, 0xb9, 0x3d\n\t"
         ".long 0x53053053\n\t"
