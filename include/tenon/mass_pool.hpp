@@ -552,6 +552,13 @@ class pool_core {
   }
 
 #if TENON_POOL_RSEQ
+  // The lane's fields are addressed from one register (the lane's address)
+  // with constant offsets: an "m" operand per field needs a register of its
+  // own for the address in an unoptimised build, more than x86-64 has.
+#define LANE_FIELD_OFFSETS                                                                          \
+  [word] "i"(offsetof(lane, word)), [mode] "i"(offsetof(lane, mode)), [start] "i"(offsetof(lane, start)), \
+      [len] "i"(offsetof(lane, len)), [base_] "i"(offsetof(lane, base)), [first_] "i"(offsetof(lane, first))
+
   // The owner's claim: one restartable sequence checks that this thread
   // still owns the lane and that the word is inside its copy's window,
   // reads the copy, and commits word + 1 with a plain store. The kernel
@@ -576,17 +583,17 @@ class pool_core {
         "movq %%rcx, %%fs:(%[cs])\n\t"  // rseq->rseq_cs = &descriptor
         "1:\n\t"
         "movq %%fs:0, %%rcx\n\t"        // this thread's id, read here (see this_thread_id)
-        "cmpq %%rcx, %[mode]\n\t"
+        "cmpq %%rcx, %c[mode](%[l])\n\t"
         "jne 5f\n\t"
-        "movq %[word], %[w]\n\t"
+        "movq %c[word](%[l]), %[w]\n\t"
         "movq %[w], %[used]\n\t"
-        "subq %[start], %[used]\n\t"
-        "cmpq %[len], %[used]\n\t"
+        "subq %c[start](%[l]), %[used]\n\t"
+        "cmpq %c[len](%[l]), %[used]\n\t"
         "jae 2f\n\t"                    // carry clear: not in the copy's window
-        "movq %[basem], %[base]\n\t"
-        "movl %[firstm], %[first]\n\t"
+        "movq %c[base_](%[l]), %[base]\n\t"
+        "movl %c[first_](%[l]), %[first]\n\t"
         "leaq 1(%[w]), %%rcx\n\t"
-        "movq %%rcx, %[word]\n\t"       // the commit; carry still set from the cmpq
+        "movq %%rcx, %c[word](%[l])\n\t"  // the commit; carry still set from the cmpq
         "2:\n\t"
         "movq $0, %%fs:(%[cs])\n\t"     // rseq->rseq_cs = 0 (keeps the flags): the
                                         // descriptor may be in a library dlclose'd later
@@ -599,11 +606,9 @@ class pool_core {
         "clc\n\t"
         "jmp 2b\n\t"
         ".popsection\n\t"
-        : "=@ccb"(ok), [w] "=&r"(w), [used] "=&r"(used), [base] "=&r"(base), [first] "=&r"(first),
-          [word] "+m"(l.word)
-        : [cs] "r"(rseq_cs_off_), [mode] "m"(l.mode), [start] "m"(l.start), [len] "m"(l.len),
-          [basem] "m"(l.base), [firstm] "m"(l.first)
-        : "rcx");
+        : "=@ccb"(ok), [w] "=&r"(w), [used] "=&r"(used), [base] "=&r"(base), [first] "=&r"(first)
+        : [cs] "r"(rseq_cs_off_), [l] "r"(&l), LANE_FIELD_OFFSETS
+        : "rcx", "memory");
     return ok;
   }
 
@@ -629,19 +634,19 @@ class pool_core {
         "leaq 3b(%%rip), %%rcx\n\t"
         "movq %%rcx, %%fs:(%[cs])\n\t"
         "1:\n\t"
-        "movq $0, %[lenm]\n\t"
+        "movq $0, %c[len](%[l])\n\t"
         "movq %%fs:0, %%rcx\n\t"
-        "cmpq %%rcx, %[mode]\n\t"
+        "cmpq %%rcx, %c[mode](%[l])\n\t"
         "jne 2f\n\t"
-        "movq %[word], %%rcx\n\t"
+        "movq %c[word](%[l]), %%rcx\n\t"
         "shrq $32, %%rcx\n\t"
         "shlq $32, %%rcx\n\t"
-        "cmpq %[start], %%rcx\n\t"
+        "cmpq %[startv], %%rcx\n\t"
         "jne 2f\n\t"
-        "movq %[start], %[startm]\n\t"
-        "movq %[base], %[basem]\n\t"
-        "movl %[first], %[firstm]\n\t"
-        "movq %[len], %[lenm]\n\t"       // the commit
+        "movq %[startv], %c[start](%[l])\n\t"
+        "movq %[basev], %c[base_](%[l])\n\t"
+        "movl %[firstv], %c[first_](%[l])\n\t"
+        "movq %[lenv], %c[len](%[l])\n\t"  // the commit
         "2:\n\t"
         "movq $0, %%fs:(%[cs])\n\t"     // rseq->rseq_cs = 0, as in owned_claim
         ".pushsection __rseq_failure, \"ax\"\n\t"
@@ -650,11 +655,12 @@ class pool_core {
         "4:\n\t"
         "jmp 6b\n\t"
         ".popsection\n\t"
-        : [lenm] "+m"(l.len), [startm] "+m"(l.start), [basem] "+m"(l.base), [firstm] "+m"(l.first)
-        : [cs] "r"(rseq_cs_off_), [mode] "m"(l.mode), [word] "m"(l.word), [start] "r"(start),
-          [base] "r"(base), [first] "r"(first), [len] "r"(len)
-        : "rcx", "cc");
+        :
+        : [cs] "r"(rseq_cs_off_), [l] "r"(&l), [startv] "r"(start), [basev] "r"(base), [firstv] "r"(first),
+          [lenv] "r"(len), LANE_FIELD_OFFSETS
+        : "rcx", "cc", "memory");
   }
+#undef LANE_FIELD_OFFSETS
 #else
   void refresh_copy(lane&, std::uint64_t) noexcept {}  // nothing reads the copy without rseq
 #endif
