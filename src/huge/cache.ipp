@@ -59,6 +59,9 @@ bool huge_maps<C>::cache_put(huge_header* h) {
   }
   std::uint64_t w = huge_slot::make(lookup::unit_of(h), h->capacity() / platform::page_size(),
                                     huge_slot::to_tick(platform::now_ms()));
+  // Marked freed before a slot publishes it: a claimer then sets its usable
+  // size again (resize), so a free that reads 0 is a second one (is_freed).
+  h->usable = 0;
   for (auto& s : cache_) {
     std::uint64_t empty = 0;
     TENON_INJECT_POINT("huge.cache.put");
