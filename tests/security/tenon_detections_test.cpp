@@ -29,8 +29,8 @@ void expect_tenon_stops(const char* program, const char* misuse_case) {
   TEST(TenonDetects, Test) { expect_tenon_stops(TENON_MISUSE_PROGRAM, misuse_case); }
 
 // free(p); free(p): small (8 B), page-sized (4 KiB), large (256 KiB), huge (4 MiB).
-TENON_STOPS(DISABLED_DoubleFree8, "double_free_8")
-TENON_STOPS(DISABLED_DoubleFree4K, "double_free_4k")
+TENON_STOPS(DoubleFree8, "double_free_8")
+TENON_STOPS(DoubleFree4K, "double_free_4k")
 TENON_STOPS(DoubleFree256K, "double_free_256k")
 TENON_STOPS(DoubleFree4M, "double_free_4m")
 
@@ -46,8 +46,8 @@ TENON_STOPS(DoubleFreeDelayed4M, "double_free_delayed_4m")
 // address as its own if it keeps a trace of it (its lookup marking, or the
 // range reserved); today free() reads the 16 bytes before it as a foreign
 // pointer's header and crashes.
-TENON_STOPS(DISABLED_FreeAfterRealloc8, "free_after_realloc_8")
-TENON_STOPS(DISABLED_FreeAfterRealloc4K, "free_after_realloc_4k")
+TENON_STOPS(FreeAfterRealloc8, "free_after_realloc_8")
+TENON_STOPS(FreeAfterRealloc4K, "free_after_realloc_4k")
 TENON_STOPS(FreeAfterRealloc256K, "free_after_realloc_256k")
 TENON_STOPS(DISABLED_FreeAfterRealloc4M, "free_after_realloc_4m")
 
