@@ -85,16 +85,24 @@ struct canary : pass_through<Inner> {
   struct opened {
     std::size_t size;
     std::size_t offset;
+    std::uint64_t key;
   };
 
   static bool ours(const void* p) { return lookup::in_chunk(p) || huge_lookup(p) || huge_contains(p); }
 
-  static std::uint64_t tail_key(const void* p) { return key_for(p) * 0xff51afd7ed558ccdull; }
+  // The canary after the block, from the block's key (one key computed per
+  // call).
+  static std::uint64_t tail_of(std::uint64_t key) { return ~key; }
+
+  // The tag's top 24 bits hold a check of the size word, so that an
+  // overwritten size is caught before the canary is looked for behind it.
+  static std::uint64_t size_check(std::uint64_t n) { return ((n * 0x9e3779b97f4a7c15ull) >> 40) << 40; }
 
   static void* seal(char* p, std::size_t n, std::size_t offset) {
-    header h{n, key_for(p) ^ (std::uint64_t{offset} << 1)};
+    std::uint64_t key = key_for(p);
+    header h{n, key ^ (std::uint64_t{offset} << 1) ^ size_check(n)};
     std::memcpy(p - kHeader, &h, sizeof h);
-    std::uint64_t t = tail_key(p);
+    std::uint64_t t = tail_of(key);
     std::memcpy(p + n, &t, sizeof t);
     return p;
   }
@@ -104,25 +112,25 @@ struct canary : pass_through<Inner> {
     if (reinterpret_cast<std::uintptr_t>(p) & 15) report_misuse(op, p, "invalid pointer (not the start of a block)", 0);
     header h;
     std::memcpy(&h, p - kHeader, sizeof h);
-    std::uint64_t x = h.tag ^ key_for(p);
+    std::uint64_t key = key_for(p);
+    std::uint64_t x = h.tag ^ key;
+    if ((x & ~kFreed) >> 40 == 0 && (x & kFreed))  // a freed block's size word is the free-list link
+      report_misuse(op, p, op[0] == 'f' ? "double free" : "block already freed", 0);
+    x ^= size_check(h.size);
     if (x >> 40) report_misuse(op, p, "invalid pointer (not the start of a block, or its header overwritten)", 0);
     if (x & kFreed) report_misuse(op, p, op[0] == 'f' ? "double free" : "block already freed", 0);
     std::size_t offset = static_cast<std::size_t>(x >> 1);
-    // The size word is not keyed: bound it by the inner block before the
-    // canary after it is read.
-    std::size_t room = Inner::usable_size(p - offset);
-    if (room < offset + kTail || h.size > room - offset - kTail)
-      report_misuse(op, p, "invalid pointer (its header overwritten: heap underflow?)", 0);
     std::uint64_t t;
     std::memcpy(&t, p + h.size, sizeof t);
-    if (t != tail_key(p)) report_misuse(op, p, "heap overflow past the end of the block", h.size);
-    return {static_cast<std::size_t>(h.size), offset};
+    if (t != tail_of(key)) report_misuse(op, p, "heap overflow past the end of the block", h.size);
+    return {static_cast<std::size_t>(h.size), offset, key};
   }
 
   static void release(char* p, const char* op, const std::size_t* sized) {
     opened o = check_block(p, op);
     if (sized && *sized != o.size) report_misuse(op, p, "size does not match the block", o.size);
-    std::uint64_t tag = key_for(p) ^ (std::uint64_t{o.offset} << 1) ^ kFreed;
+    // Freed: the size check leaves the tag (the size word becomes a link).
+    std::uint64_t tag = o.key ^ (std::uint64_t{o.offset} << 1) ^ kFreed;
     std::memcpy(p - kHeader + 8, &tag, sizeof tag);
     Inner::dealloc(p - o.offset);
   }
