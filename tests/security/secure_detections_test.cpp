@@ -103,6 +103,19 @@ TEST(SecureDetects, Underflow8Bytes256K) { expect_stop_later("underflow_8_256k",
 TEST(SecureDetects, WriteAfterFree64) { expect_stop_later("write_after_free_64", "tenon: free\\(0x.*write after free"); }
 TEST(SecureDetects, WriteAfterFree4K) { expect_stop_later("write_after_free_4k", "tenon: free\\(0x.*write after free"); }
 
+// A large block waiting in quarantine is inaccessible past its first page:
+// a read or write after free there faults at the access itself.
+TEST(SecureDetects, WriteAfterFree256KFaults) {
+  SKIP_UNLESS_PRELOAD();
+  misuse_run r = run_secure(TENON_MISUSE_PROGRAM, "write_after_free_256k");
+  EXPECT_TRUE(stopped_at_misuse(r, SIGSEGV, "", false)) << r.describe();
+}
+TEST(SecureDetects, ReadAfterFree256KFaults) {
+  SKIP_UNLESS_PRELOAD();
+  misuse_run r = run_secure(TENON_MISUSE_PROGRAM, "read_after_free_256k");
+  EXPECT_TRUE(stopped_at_misuse(r, SIGSEGV, "", false)) << r.describe();
+}
+
 // A write to a malloc(0) block faults at the access itself.
 TEST(SecureDetects, WriteToZeroSizeBlockFaults) {
   SKIP_UNLESS_PRELOAD();

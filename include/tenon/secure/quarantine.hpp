@@ -5,9 +5,11 @@
 // turn, so in a thread that frees alone a block waits exactly kSlots frees.
 // While it waits, the block reads as zeros from byte 16 to byte kZeroed (zeroed
 // on entry: the program's data is gone), and on its way out those zeros are
-// checked: a write after free there ends the program (kZero: small blocks;
-// big ones only wait, their pages untouched). Blocks of kMinBlock to
-// kMaxBlock usable bytes wait; others go back at once.
+// checked: a write after free there ends the program (kZero: small blocks).
+// Big blocks (kZero false) are made inaccessible while they wait, all but
+// their first page (which keeps the header an outer layer checks): a read or
+// write after free there faults at the access (SIGSEGV). Blocks of kMinBlock
+// to kMaxBlock usable bytes wait; others go back at once.
 //
 // Lock-free: one atomic exchange per free, no shared counter; the slots are
 // process-wide, so a thread's exit strands nothing. trim() gives every
@@ -22,6 +24,7 @@
 #include "tenon/lookup/chunk_map.h"
 #include "tenon/lookup/slice_index.h"
 #include "tenon/platform/misuse.h"
+#include "tenon/platform/os.h"
 
 namespace tenon::secure {
 
@@ -35,6 +38,7 @@ struct quarantine : pass_through<Inner> {
     std::size_t n = block_size(p);
     if (n > kMaxBlock || n < kMinBlock || n <= kKept) return Inner::dealloc(p);
     if (kZero) std::memset(static_cast<char*>(p) + kKept, 0, zeroed(n) - kKept);
+    if (!kZero) guard(p, n, false);
     void* out = slot().exchange(p, std::memory_order_acq_rel);
     if (out) leave(out);
   }
@@ -70,6 +74,14 @@ struct quarantine : pass_through<Inner> {
     return slots()[(me >> 58) % kStripes * kSlots + turn++ % kSlots];
   }
 
+  // Pages of a big block past its first, inaccessible or accessible again.
+  static void guard(void* p, std::size_t n, bool accessible) {
+    std::size_t page = os::page_size();
+    auto start = (reinterpret_cast<std::uintptr_t>(p) + 2 * page - 1) & ~(page - 1);
+    auto end = (reinterpret_cast<std::uintptr_t>(p) + n) & ~(page - 1);
+    if (end > start) os::protect(reinterpret_cast<void*>(start), end - start, accessible);
+  }
+
   static void leave(void* p) {
     if (kZero) {
       auto* c = static_cast<const unsigned char*>(p);
@@ -84,6 +96,7 @@ struct quarantine : pass_through<Inner> {
         for (std::size_t i = kKept; i < end; ++i)
           if (c[i] != 0) report_misuse("free", c + i, "write after free (in a block waiting in quarantine)", n);
     }
+    if (!kZero) guard(p, block_size(p), true);
     Inner::dealloc(p);
   }
 };
