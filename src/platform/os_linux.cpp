@@ -257,6 +257,15 @@ bool protect(void* p, std::size_t size, bool accessible) {
   return mprotect(p, size, accessible ? PROT_READ | PROT_WRITE : PROT_NONE) == 0;
 }
 
+bool is_mapped(const void* p) {
+  std::uintptr_t page = reinterpret_cast<std::uintptr_t>(p) & ~(page_size() - 1);
+  unsigned char vec = 0;
+  int saved = errno;
+  bool mapped = mincore(reinterpret_cast<void*>(page), 1, &vec) == 0 || errno != ENOMEM;
+  errno = saved;
+  return mapped;
+}
+
 std::uint64_t random_u64() {
   std::uint64_t v = 0;
   int saved = errno;

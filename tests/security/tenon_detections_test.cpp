@@ -49,7 +49,7 @@ TENON_STOPS(DoubleFreeDelayed4M, "double_free_delayed_4m")
 TENON_STOPS(FreeAfterRealloc8, "free_after_realloc_8")
 TENON_STOPS(FreeAfterRealloc4K, "free_after_realloc_4k")
 TENON_STOPS(FreeAfterRealloc256K, "free_after_realloc_256k")
-TENON_STOPS(DISABLED_FreeAfterRealloc4M, "free_after_realloc_4m")
+TENON_STOPS(FreeAfterRealloc4M, "free_after_realloc_4m")
 
 // free(p + n / 2) of a live block of n bytes. At 4 MiB, p + 2 MiB may lie in
 // the next 4 MiB unit of the mapping, which the chunk map does not mark (only

@@ -34,6 +34,10 @@ void* reserve_inaccessible(std::size_t size);
 // read-write again. False if the kernel refused.
 bool protect(void* p, std::size_t size, bool accessible);
 
+// Whether the page holding p is mapped (mincore): a read of p then does not
+// fault for want of a mapping. A system call: slow paths only.
+bool is_mapped(const void* p);
+
 // 64 random bits from the kernel (getrandom); never blocks. Falls back to
 // the clock and an address when the kernel has none to give.
 std::uint64_t random_u64();
