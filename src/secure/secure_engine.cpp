@@ -25,6 +25,8 @@ struct secure_config {
   using links = secure::encoded_links;
   using sync = lock_free;
   using stats = counting_stats;
+  // Freed huge blocks wait in the huge cache inaccessible (huge/cache.ipp).
+  static constexpr bool protect_cached_huge = true;
 };
 
 constinit engine<secure_config> g_secure_engine;

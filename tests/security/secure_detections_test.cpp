@@ -117,6 +117,13 @@ TEST(SecureDetects, ReadAfterFree256KFaults) {
   EXPECT_TRUE(stopped_at_misuse(r, SIGSEGV, "", false)) << r.describe();
 }
 
+// A freed huge block waits in the huge cache inaccessible: reading it faults.
+TEST(SecureDetects, ReadAfterFree4MFaults) {
+  SKIP_UNLESS_PRELOAD();
+  misuse_run r = run_secure(TENON_HUGE_AFTER_FREE_PROGRAM, "");
+  EXPECT_TRUE(stopped_at_misuse(r, SIGSEGV, "", false)) << r.describe();
+}
+
 // A write to a malloc(0) block faults at the access itself.
 TEST(SecureDetects, WriteToZeroSizeBlockFaults) {
   SKIP_UNLESS_PRELOAD();
