@@ -89,6 +89,9 @@ chunk* arena<C>::new_chunk(unsigned take_n, stats_t* st) {
   // The header slice and the run for the caller are taken before anyone can
   // see the chunk; fresh pages are zero, so only non-zero fields are written.
   auto* c = static_cast<chunk*>(mem);
+  // Slices no span has used yet name the sentinel descriptor, never null, so
+  // that a free of an address there reaches a check (see g_no_span).
+  for (auto& entry : c->index.span_at) entry.store(&g_no_span, std::memory_order_relaxed);
   c->used.store(1 | slice_bits::run_mask(1, take_n), std::memory_order_relaxed);
   if (!lookup::add_chunk(c)) {  // no unit map leaf for it: nobody has seen it yet
     platform::release(mem, kChunkSize);

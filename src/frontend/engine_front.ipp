@@ -11,6 +11,7 @@
 #include "tenon/frontend/foreign.h"
 #include "tenon/frontend/large_owner.h"
 #include "tenon/huge/huge.h"
+#include "tenon/platform/misuse.h"
 
 namespace tenon {
 
@@ -30,6 +31,23 @@ void clear_reused(void* p, std::size_t n) {
     if (Platform::purge(p, (n + page - 1) & ~(page - 1))) return;
   }
   memset(p, 0, n);
+}
+
+// A pointer freed into small span s, by a thread that does not own it, must
+// be the start of one of its blocks in a slice that is taken: else it ends
+// the program. (The owner's own frees take the fast path, which checks only
+// for the block freed last: heap.h.) Reads only what is fixed while the span
+// lives and the chunk's atomic slice bits: a remote freer may run while the
+// owner carves.
+inline void check_small_block(const span* s, const void* p) {
+  std::uint64_t bit = std::uint64_t{1} << lookup::slice_of(p);
+  bool taken = s != &g_no_span && lookup::slice_of(p) != 0 &&
+               (chunk_of(p)->used.load(std::memory_order_relaxed) & bit) != 0;
+  if (!taken) report_misuse("free", p, "invalid pointer (not in a block: never allocated or already freed)", 0);
+  std::size_t offset = static_cast<std::size_t>(static_cast<const char*>(p) - s->start);
+  if (offset >= std::size_t{s->capacity} * s->block_size ||
+      static_cast<std::uint32_t>(offset) % s->block_size != 0)
+    report_misuse("free", p, "invalid pointer (not the start of a block)", s->block_size);
 }
 
 }  // namespace front_detail
@@ -85,9 +103,10 @@ void engine_front<E>::free_not_owned(heap_t* h, span* s, void* p) noexcept {
       o->free(o, p);  // a first-class heap's block
       return;
     }
-    E.large.free(s, h == &g_empty_heap<config> ? nullptr : &h->st);
+    E.large.free(s, p, h == &g_empty_heap<config> ? nullptr : &h->st);
     return;
   }
+  front_detail::check_small_block(s, p);
   E.heaps.free_remote(h, s, static_cast<block*>(p));
 }
 
@@ -99,6 +118,7 @@ void engine_front<E>::free_irregular(void* p) noexcept {
     return;
   }
   if (huge_header* h = huge_lookup(p)) {
+    if (huge_maps<config>::is_freed(h)) report_misuse("free", p, "double free", h->capacity());
     if (auto* o = static_cast<large_owner*>(h->owner)) {
       o->free(o, p);  // a first-class heap's block
       return;
@@ -107,8 +127,8 @@ void engine_front<E>::free_irregular(void* p) noexcept {
     return;
   }
   // Only a pointer inside a huge block's own range is tenon's (an interior
-  // pointer: invalid, ignored); anything else in its unit is foreign.
-  if (huge_contains(p)) return;
+  // pointer: invalid); anything else in its unit is foreign.
+  if (huge_contains(p)) report_misuse("free", p, "invalid pointer (inside a huge block, not its start)", 0);
   foreign::free(p);
 }
 

@@ -1,13 +1,19 @@
 // Foreign pointers: see foreign.h. Nothing here waits for another thread:
-// the header is read in place and the only call out is munmap.
+// the header is read in place and the only calls out are mincore and munmap.
 #include "tenon/frontend/foreign.h"
 
 #include "tenon/platform/glibc_chunk.h"
+#include "tenon/platform/misuse.h"
 #include "tenon/platform/os.h"
 
 namespace tenon::foreign {
 
 void free(void* p) {
+  // glibc's header is the 16 bytes before a 16-aligned p, in p - 16's page.
+  // Nothing mapped there: no allocator's block (a huge block's old address
+  // after realloc moved it, or a made-up pointer), and reading it would fault.
+  if (reinterpret_cast<std::uintptr_t>(p) % 16 == 0 && !os::is_mapped(static_cast<char*>(p) - 16))
+    report_misuse("free", p, "invalid pointer (nothing mapped there: not a block, or one already freed)", 0);
   os::glibc_chunk c;
   if (os::read_glibc_chunk(p, &c) && c.mapping) os::release(c.mapping, c.mapping_size);
 }

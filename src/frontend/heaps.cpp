@@ -228,7 +228,7 @@ void release_block(large_slot* slot, void* p) {
   } else {
     span* s = lookup::span_of(p);
     s->owner.store(nullptr, std::memory_order_relaxed);  // published by the arena's release
-    g_default_engine.large.free(s, nullptr);
+    g_default_engine.large.free(s, p, nullptr);
   }
   slot->home->budget.give(slot->bytes);
 }

@@ -9,6 +9,29 @@
 
 namespace tenon {
 
+namespace huge_detail {
+
+// A config may ask for its cached (freed) huge blocks to be inaccessible while
+// they wait (`static constexpr bool protect_cached_huge = true;`): a read or
+// write after free then faults. The header page and the block's first page
+// stay readable (the double free checks read them: the huge header, and a
+// layer's header at the start of the block).
+template <class C>
+constexpr bool protects_cached() {
+  if constexpr (requires { C::protect_cached_huge; }) return C::protect_cached_huge;
+  else return false;
+}
+
+template <class C>
+void guard_cached(huge_header* h, bool accessible) {
+  if constexpr (protects_cached<C>()) {
+    std::size_t page = C::platform::page_size();
+    if (h->capacity() > page) C::platform::protect(h->user + page, h->capacity() - page, accessible);
+  }
+}
+
+}  // namespace huge_detail
+
 // Cache slots hold one word each, so that claiming an entry (a CAS to 0) also
 // yields everything needed to judge it without touching its memory (which a
 // concurrent claimer may unmap): the mapping's unit index, its usable size in
@@ -59,6 +82,10 @@ bool huge_maps<C>::cache_put(huge_header* h) {
   }
   std::uint64_t w = huge_slot::make(lookup::unit_of(h), h->capacity() / platform::page_size(),
                                     huge_slot::to_tick(platform::now_ms()));
+  // Marked freed before a slot publishes it: a claimer then sets its usable
+  // size again (resize), so a free that reads 0 is a second one (is_freed).
+  h->usable = 0;
+  huge_detail::guard_cached<C>(h, false);
   for (auto& s : cache_) {
     std::uint64_t empty = 0;
     TENON_INJECT_POINT("huge.cache.put");
@@ -152,6 +179,7 @@ huge_header* huge_maps<C>::claim_cached(std::size_t usable, bool* alone) {
     TENON_INJECT_POINT("huge.cache.take");
     if (best->compare_exchange_strong(best_w, 0, std::memory_order_acquire)) {
       huge_header* h = huge_detail::header_at_unit(huge_slot::unit(best_w));
+      huge_detail::guard_cached<C>(h, true);
       cache_bytes_.fetch_sub(h->map_size, std::memory_order_relaxed);
       *alone = cached == 1;
       return h;

@@ -2,6 +2,7 @@
 #include <errno.h>
 
 #include "tenon/large/large.h"
+#include "tenon/platform/misuse.h"
 #include "tenon/platform/os.h"
 
 namespace tenon {
@@ -27,9 +28,23 @@ void* large_runs<C>::alloc(std::size_t n, std::size_t align, bool* zeroed, chunk
   char* p = reinterpret_cast<char*>(
       large_detail::round_up(reinterpret_cast<std::uintptr_t>(s->start), align < kSliceSize ? kSliceSize : align));
   s->large_usable = large_detail::round_up(n, C::platform::page_size());
+  // A large span has no free list: `free` keeps the block's pointer and
+  // `used` says it is live, for the check on free (large_runs::check_free).
+  s->free = reinterpret_cast<block*>(p);
+  s->used = 1;
   count(st, chunks_->shared_stats(), stat_large_allocs);
   *zeroed = s->zeroed;
   return p;
+}
+
+template <class C>
+void large_runs<C>::free(span* s, void* p, stats_t* st) {
+  std::uint64_t bit = std::uint64_t{1} << lookup::slice_of(p);
+  bool taken = (chunk_of(p)->used.load(std::memory_order_relaxed) & bit) != 0;
+  if (p != s->free) report_misuse("free", p, "invalid pointer (not the start of a block)", 0);
+  if (!taken || s->used != 1) report_misuse("free", p, "double free", s->large_usable);
+  s->used = 0;
+  chunks_->release_span(s, st);
 }
 
 template <class C>

@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -282,6 +283,37 @@ bool write_all(int fd, const void* data, std::size_t size) {
 void close_file(int fd) { close(fd); }
 
 int process_id() { return getpid(); }
+
+void* reserve_inaccessible(std::size_t size) {
+  void* p = mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+bool protect(void* p, std::size_t size, bool accessible) {
+  return mprotect(p, size, accessible ? PROT_READ | PROT_WRITE : PROT_NONE) == 0;
+}
+
+bool is_mapped(const void* p) {
+  std::uintptr_t page = reinterpret_cast<std::uintptr_t>(p) & ~(page_size() - 1);
+  unsigned char vec = 0;
+  int saved = errno;
+  bool mapped = mincore(reinterpret_cast<void*>(page), 1, &vec) == 0 || errno != ENOMEM;
+  errno = saved;
+  return mapped;
+}
+
+std::uint64_t random_u64() {
+  std::uint64_t v = 0;
+  int saved = errno;
+  if (getrandom(&v, sizeof v, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof v)) {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    v = (static_cast<std::uint64_t>(ts.tv_nsec) << 32) ^ static_cast<std::uint64_t>(ts.tv_sec) ^
+        reinterpret_cast<std::uintptr_t>(&v);
+  }
+  errno = saved;
+  return v;
+}
 
 void write_error(const char* text, std::size_t length) {
   int saved = errno;

@@ -3,5 +3,6 @@
 namespace tenon {
 
 constinit span g_empty_span{};
+constinit span g_no_span{};
 
 }  // namespace tenon

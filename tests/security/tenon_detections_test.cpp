@@ -29,16 +29,16 @@ void expect_tenon_stops(const char* program, const char* misuse_case) {
   TEST(TenonDetects, Test) { expect_tenon_stops(TENON_MISUSE_PROGRAM, misuse_case); }
 
 // free(p); free(p): small (8 B), page-sized (4 KiB), large (256 KiB), huge (4 MiB).
-TENON_STOPS(DISABLED_DoubleFree8, "double_free_8")
-TENON_STOPS(DISABLED_DoubleFree4K, "double_free_4k")
-TENON_STOPS(DISABLED_DoubleFree256K, "double_free_256k")
-TENON_STOPS(DISABLED_DoubleFree4M, "double_free_4m")
+TENON_STOPS(DoubleFree8, "double_free_8")
+TENON_STOPS(DoubleFree4K, "double_free_4k")
+TENON_STOPS(DoubleFree256K, "double_free_256k")
+TENON_STOPS(DoubleFree4M, "double_free_4m")
 
 // free(p); free(q); free(p): p is no longer the last block freed.
 TENON_STOPS(DISABLED_DoubleFreeDelayed8, "double_free_delayed_8")
 TENON_STOPS(DISABLED_DoubleFreeDelayed4K, "double_free_delayed_4k")
-TENON_STOPS(DISABLED_DoubleFreeDelayed256K, "double_free_delayed_256k")
-TENON_STOPS(DISABLED_DoubleFreeDelayed4M, "double_free_delayed_4m")
+TENON_STOPS(DoubleFreeDelayed256K, "double_free_delayed_256k")
+TENON_STOPS(DoubleFreeDelayed4M, "double_free_delayed_4m")
 
 // realloc(p, 16 * n) moved the block; then free(p). Skipped where realloc
 // grew the block in place (nothing was freed). At 4 MiB realloc moves the
@@ -46,10 +46,10 @@ TENON_STOPS(DISABLED_DoubleFreeDelayed4M, "double_free_delayed_4m")
 // address as its own if it keeps a trace of it (its lookup marking, or the
 // range reserved); today free() reads the 16 bytes before it as a foreign
 // pointer's header and crashes.
-TENON_STOPS(DISABLED_FreeAfterRealloc8, "free_after_realloc_8")
-TENON_STOPS(DISABLED_FreeAfterRealloc4K, "free_after_realloc_4k")
-TENON_STOPS(DISABLED_FreeAfterRealloc256K, "free_after_realloc_256k")
-TENON_STOPS(DISABLED_FreeAfterRealloc4M, "free_after_realloc_4m")
+TENON_STOPS(FreeAfterRealloc8, "free_after_realloc_8")
+TENON_STOPS(FreeAfterRealloc4K, "free_after_realloc_4k")
+TENON_STOPS(FreeAfterRealloc256K, "free_after_realloc_256k")
+TENON_STOPS(FreeAfterRealloc4M, "free_after_realloc_4m")
 
 // free(p + n / 2) of a live block of n bytes. At 4 MiB, p + 2 MiB may lie in
 // the next 4 MiB unit of the mapping, which the chunk map does not mark (only
@@ -57,14 +57,14 @@ TENON_STOPS(DISABLED_FreeAfterRealloc4M, "free_after_realloc_4m")
 // pointer and ignores it.
 TENON_STOPS(DISABLED_FreeInterior64, "free_interior_64")
 TENON_STOPS(DISABLED_FreeInterior4K, "free_interior_4k")
-TENON_STOPS(DISABLED_FreeInterior256K, "free_interior_256k")
-TENON_STOPS(DISABLED_FreeInterior4M, "free_interior_4m")
+TENON_STOPS(FreeInterior256K, "free_interior_256k")
+TENON_STOPS(FreeInterior4M, "free_interior_4m")
 
 // free(p + 1).
 TENON_STOPS(DISABLED_FreeUnaligned8, "free_unaligned_8")
 TENON_STOPS(DISABLED_FreeUnaligned4K, "free_unaligned_4k")
-TENON_STOPS(DISABLED_FreeUnaligned256K, "free_unaligned_256k")
-TENON_STOPS(DISABLED_FreeUnaligned4M, "free_unaligned_4m")
+TENON_STOPS(FreeUnaligned256K, "free_unaligned_256k")
+TENON_STOPS(FreeUnaligned4M, "free_unaligned_4m")
 
 // An address tenon never handed out, inside its memory: p + 16 KiB from a
 // 16 B block (a block slot of the same span not yet carved), and p + 1 MiB
@@ -72,7 +72,7 @@ TENON_STOPS(DISABLED_FreeUnaligned4M, "free_unaligned_4m")
 // this is slice 17 of that chunk, which no span uses: today free() reads the
 // slice's null descriptor and crashes).
 TENON_STOPS(DISABLED_FreeNeverAllocatedNear, "free_never_allocated_near")
-TENON_STOPS(DISABLED_FreeNeverAllocatedFar, "free_never_allocated_far")
+TENON_STOPS(FreeNeverAllocatedFar, "free_never_allocated_far")
 
 }  // namespace
 }  // namespace tenon_test

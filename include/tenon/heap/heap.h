@@ -18,6 +18,7 @@
 #include "tenon/arena/chunk.h"
 #include "tenon/common/checks.h"
 #include "tenon/common/size_classes.h"
+#include "tenon/platform/misuse.h"
 #include "tenon/span/span.h"
 
 namespace tenon {
@@ -112,8 +113,15 @@ __attribute__((always_inline)) inline void* heap_alloc(thread_heaps<C>& home, un
 // A block of a span this heap owns goes back on the span's local free list.
 template <class C>
 __attribute__((always_inline)) inline void free_to_own_span(thread_heaps<C>& home, heap<C>* h, span* s, block* b) {
+  block* head = s->free;
+  // The block freed last heads the list: freeing it again is the commonest
+  // double free (free(p); free(p), or free(p) after realloc moved it). One
+  // compare and branch, the whole cost of the check (docs/security.md); a
+  // block deeper in the list is not looked for here. Before the invariant
+  // check: a double free is the program's error, reported as such.
+  if (__builtin_expect(b == head, 0)) report_misuse("free", b, "double free", s->block_size);
   TENON_CHECK(s->owner.load(std::memory_order_relaxed) == h && s->used != 0 && s->used != kCurrentBias);
-  C::links::set_next(b, s->free, s);
+  C::links::set_next(b, head, s);
   s->free = b;
   if (__builtin_expect(--s->used < s->low_mark, 0)) home.local_free_slow(h, s);
 }

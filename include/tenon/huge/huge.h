@@ -47,6 +47,10 @@ class huge_maps {
   // block is known to read as zeros.
   void* alloc(std::size_t n, std::size_t align, bool* zeroed);
   void free(huge_header* h);
+  // A block in the cache has usable 0 (set before it is published there):
+  // a free that finds it so is a double free. Read only by a caller holding
+  // p, the block's start (so the header is mapped).
+  static bool is_freed(const huge_header* h) { return h->usable == 0; }
   // Grow or shrink without copying; nullptr if it cannot (caller copies).
   void* resize(huge_header* h, std::size_t n);
   // Drop every cached block; true if anything was released.

@@ -22,7 +22,10 @@ class large_runs {
   // tells whether the block is known to read as zeros (calloc skips its
   // memset).
   void* alloc(std::size_t n, std::size_t align, bool* zeroed, chunk** hint, stats_t* st);
-  void free(span* s, stats_t* st) { chunks_->release_span(s, st); }
+  // Frees p, a pointer into span s. Ends the program (report_misuse) unless
+  // p is s's block and it is live: a second free of it finds `used` 0 or its
+  // slices no longer taken; any other pointer is not s's block.
+  void free(span* s, void* p, stats_t* st);
   // Bytes usable from p, a large block of span s.
   static std::size_t usable(const span* s, const void* p);
   // Resize in place within the span's slices; false if it does not fit.

@@ -26,6 +26,23 @@ void* reserve(std::size_t size, std::size_t align);
 // Give the range back to the OS entirely.
 void release(void* p, std::size_t size);
 
+// Address space no access may touch (PROT_NONE, never committed): a read or
+// write there ends the program with SIGSEGV. Not from a memory source:
+// straight from the kernel. nullptr on failure.
+void* reserve_inaccessible(std::size_t size);
+
+// Make [p, p + size) (page aligned, inside a reserved range) inaccessible, or
+// read-write again. False if the kernel refused.
+bool protect(void* p, std::size_t size, bool accessible);
+
+// Whether the page holding p is mapped (mincore): a read of p then does not
+// fault for want of a mapping. A system call: slow paths only.
+bool is_mapped(const void* p);
+
+// 64 random bits from the kernel (getrandom); never blocks. Falls back to
+// the clock and an address when the kernel has none to give.
+std::uint64_t random_u64();
+
 // Drop the physical pages behind a range (MADV_DONTNEED): the range stays
 // reserved and reads back as zeros. Returns false if the kernel refused.
 bool purge(void* p, std::size_t size);

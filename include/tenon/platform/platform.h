@@ -53,6 +53,8 @@ struct linux_platform {
     return os::move_to(p, old_size, new_size, dest);
   }
   static std::size_t resident_bytes(void* p, std::size_t size) { return os::resident_bytes(p, size); }
+  // Not in the concept: asked only by configs that protect freed memory.
+  static bool protect(void* p, std::size_t size, bool accessible) { return os::protect(p, size, accessible); }
   static std::uint32_t now_ms() { return os::now_ms(); }
   static bool single_threaded() { return os::single_threaded(); }
   static bool start_thread(void* (*fn)(void*), void* arg) { return os::start_thread(fn, arg); }

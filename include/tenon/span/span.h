@@ -79,6 +79,12 @@ struct span {
 // no span of its own points here, so the malloc fast path needs no null test.
 extern constinit span g_empty_span;
 
+// The descriptor of every slice that no span has used yet (the chunk header's
+// slice too): its owner is never a heap, so a free of a pointer there leaves
+// the fast path and its check finds it is no block (instead of reading a null
+// descriptor).
+extern constinit span g_no_span;
+
 // While a span is its heap's current span for a class, its `used` carries this
 // bias so that a local free never sees it reach zero: the fast path's single
 // "used < low_mark" test then covers empty and formerly-full spans alike.

@@ -1,0 +1,139 @@
+// Secure layers: canary<Inner>, a layer that pads every block and checks it.
+//
+// Each block gets a 16-byte header before it and an 8-byte canary right after
+// the size asked for:
+//
+//   inner block: [ size | tag ][ user's n bytes ][ canary ]...
+//                             ^ p (what the program gets)
+//
+// `tag` is the block's key (secret.h, mixed with p) XOR the distance from the
+// inner block to p (16, or the alignment of an aligned block) and a freed
+// bit; `canary` is another key of p. On free (and sized free, realloc,
+// malloc_usable_size) the tag must decode to a live block: a pointer that is
+// not a block start (interior, unaligned, never handed out, the pointer
+// `delete` gets for a new[]'d array) or whose header was overwritten
+// (underflow from the block before) fails, and so does a block whose freed
+// bit is set (double free, while the block waits in quarantine). The canary
+// catches overflows of 1 byte and more past the size asked for (usable size
+// is exactly that size), sized frees check the size. Every failure is one
+// report_misuse line and SIGABRT.
+//
+// Pointers that are not in tenon's memory (foreign: handed out by glibc
+// before tenon was loaded) pass through untouched.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "tenon/huge/huge.h"
+#include "tenon/layer.hpp"
+#include "tenon/lookup/chunk_map.h"
+#include "tenon/platform/misuse.h"
+#include "tenon/secure/secret.h"
+
+namespace tenon::secure {
+
+template <layer Inner>
+struct canary : pass_through<Inner> {
+  static constexpr std::size_t kHeader = 16;
+  static constexpr std::size_t kTail = 8;
+  static constexpr std::uint64_t kFreed = 1;
+
+  static void* alloc(std::size_t n) noexcept {
+    auto* q = static_cast<char*>(Inner::alloc(n + kHeader + kTail));
+    return q ? seal(q + kHeader, n, kHeader) : nullptr;
+  }
+
+  static void* alloc_aligned(std::size_t align, std::size_t n) noexcept {
+    if (align <= kHeader) return alloc(n);
+    auto* q = static_cast<char*>(Inner::alloc_aligned(align, n + align + kTail));
+    return q ? seal(q + align, n, align) : nullptr;
+  }
+
+  static void dealloc(void* p) noexcept {
+    if (!p) return;
+    if (!ours(p)) return Inner::dealloc(p);
+    release(static_cast<char*>(p), "free", nullptr);
+  }
+
+  static void dealloc_sized(void* p, std::size_t n) noexcept {
+    if (!p) return;
+    if (!ours(p)) return Inner::dealloc(p);
+    release(static_cast<char*>(p), "free_sized", &n);
+  }
+
+  static void dealloc_aligned_sized(void* p, std::size_t, std::size_t n) noexcept {
+    if (!p) return;
+    if (!ours(p)) return Inner::dealloc(p);
+    release(static_cast<char*>(p), "free_aligned_sized", &n);
+  }
+
+  // Touches no block: the inner layers' trim (the quarantine's) applies.
+  static int trim(std::size_t pad) noexcept { return layer_ops<Inner>::trim(pad); }
+
+  static std::size_t usable_size(const void* p) noexcept {
+    if (!p) return 0;
+    if (!ours(p)) return Inner::usable_size(p);
+    return check_block(static_cast<const char*>(p), "malloc_usable_size").size;
+  }
+
+ private:
+  struct header {
+    std::uint64_t size;
+    std::uint64_t tag;
+  };
+  struct opened {
+    std::size_t size;
+    std::size_t offset;
+    std::uint64_t key;
+  };
+
+  static bool ours(const void* p) { return lookup::in_chunk(p) || huge_lookup(p) || huge_contains(p); }
+
+  // The canary after the block, from the block's key (one key computed per
+  // call).
+  static std::uint64_t tail_of(std::uint64_t key) { return ~key; }
+
+  // The tag's top 24 bits hold a check of the size word, so that an
+  // overwritten size is caught before the canary is looked for behind it.
+  static std::uint64_t size_check(std::uint64_t n) { return ((n * 0x9e3779b97f4a7c15ull) >> 40) << 40; }
+
+  static void* seal(char* p, std::size_t n, std::size_t offset) {
+    std::uint64_t key = key_for(p);
+    header h{n, key ^ (std::uint64_t{offset} << 1) ^ size_check(n)};
+    std::memcpy(p - kHeader, &h, sizeof h);
+    std::uint64_t t = tail_of(key);
+    std::memcpy(p + n, &t, sizeof t);
+    return p;
+  }
+
+  // The header of p, checked; ends the program unless p is a live block.
+  static opened check_block(const char* p, const char* op) {
+    if (reinterpret_cast<std::uintptr_t>(p) & 15) report_misuse(op, p, "invalid pointer (not the start of a block)", 0);
+    header h;
+    std::memcpy(&h, p - kHeader, sizeof h);
+    std::uint64_t key = key_for(p);
+    std::uint64_t x = h.tag ^ key;
+    if ((x & ~kFreed) >> 40 == 0 && (x & kFreed))  // a freed block's size word is the free-list link
+      report_misuse(op, p, op[0] == 'f' ? "double free" : "block already freed", 0);
+    x ^= size_check(h.size);
+    if (x >> 40) report_misuse(op, p, "invalid pointer (not the start of a block, or its header overwritten)", 0);
+    if (x & kFreed) report_misuse(op, p, op[0] == 'f' ? "double free" : "block already freed", 0);
+    std::size_t offset = static_cast<std::size_t>(x >> 1);
+    std::uint64_t t;
+    std::memcpy(&t, p + h.size, sizeof t);
+    if (t != tail_of(key)) report_misuse(op, p, "heap overflow past the end of the block", h.size);
+    return {static_cast<std::size_t>(h.size), offset, key};
+  }
+
+  static void release(char* p, const char* op, const std::size_t* sized) {
+    opened o = check_block(p, op);
+    if (sized && *sized != o.size) report_misuse(op, p, "size does not match the block", o.size);
+    // Freed: the size check leaves the tag (the size word becomes a link).
+    std::uint64_t tag = o.key ^ (std::uint64_t{o.offset} << 1) ^ kFreed;
+    std::memcpy(p - kHeader + 8, &tag, sizeof tag);
+    Inner::dealloc(p - o.offset);
+  }
+};
+
+}  // namespace tenon::secure

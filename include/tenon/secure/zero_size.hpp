@@ -1,0 +1,71 @@
+// Secure layers: zero_size<Inner>. malloc(0) (and new of zero bytes) gets a
+// unique address in a region no access may touch, so a read or write of a
+// zero-size block faults (SIGSEGV) at the access. Unique among the first
+// 2^26 such blocks, then the addresses come round again. The region, 1 GiB of
+// address space and no memory, is reserved at the first zero-size request;
+// racing first requests keep one and give the others back (lock-free).
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "tenon/layer.hpp"
+#include "tenon/platform/os.h"
+
+namespace tenon::secure {
+
+template <layer Inner>
+struct zero_size : pass_through<Inner> {
+  static constexpr std::size_t kRegion = std::size_t{1} << 30;
+  static constexpr std::size_t kStep = 16;
+
+  static void* alloc(std::size_t n) noexcept {
+    if (__builtin_expect(n != 0, 1)) return Inner::alloc(n);
+    char* r = region();
+    if (!r) return Inner::alloc(1);
+    std::size_t i = next().fetch_add(1, std::memory_order_relaxed) % (kRegion / kStep);
+    return r + i * kStep;
+  }
+  static void* alloc_aligned(std::size_t align, std::size_t n) noexcept {
+    return Inner::alloc_aligned(align, n == 0 ? 1 : n);
+  }
+  static void dealloc(void* p) noexcept {
+    if (!inside(p)) Inner::dealloc(p);
+  }
+  // Touches no block: the inner layers' trim (the quarantine's) applies.
+  static int trim(std::size_t pad) noexcept { return layer_ops<Inner>::trim(pad); }
+
+  // Sized frees keep their size for the inner layers' checks.
+  static void dealloc_sized(void* p, std::size_t n) noexcept {
+    if (!inside(p)) layer_ops<Inner>::dealloc_sized(p, n);
+  }
+  static void dealloc_aligned_sized(void* p, std::size_t align, std::size_t n) noexcept {
+    if (!inside(p)) layer_ops<Inner>::dealloc_aligned_sized(p, align, n);
+  }
+  static std::size_t usable_size(const void* p) noexcept { return inside(p) ? 0 : Inner::usable_size(p); }
+
+ private:
+  static std::atomic<char*>& base() {
+    static constinit std::atomic<char*> b{nullptr};
+    return b;
+  }
+  static std::atomic<std::size_t>& next() {
+    static constinit std::atomic<std::size_t> n{0};
+    return n;
+  }
+  static char* region() {
+    char* r = base().load(std::memory_order_acquire);
+    if (__builtin_expect(r != nullptr, 1)) return r;
+    auto* fresh = static_cast<char*>(os::reserve_inaccessible(kRegion));
+    if (!fresh) return nullptr;
+    if (base().compare_exchange_strong(r, fresh, std::memory_order_acq_rel)) return fresh;
+    os::release(fresh, kRegion);
+    return r;
+  }
+  static bool inside(const void* p) {
+    char* r = base().load(std::memory_order_relaxed);
+    return r && static_cast<const char*>(p) >= r && static_cast<const char*>(p) < r + kRegion;
+  }
+};
+
+}  // namespace tenon::secure

@@ -1,0 +1,149 @@
+// Death tests for libtenon-secure.so (docs/security.md, "The secure
+// build"): each misuse runs in a child process with libtenon-secure.so
+// preloaded. A bad call (free, sized free, malloc_usable_size) must end the
+// program at the call itself, by SIGABRT with a `tenon: ...` line naming the
+// pointer; an overflow or a write after free is found at the next check of
+// that block (its free, or its way out of quarantine), after the misuse; a
+// write to a malloc(0) block faults at the access.
+#include <signal.h>
+
+#include <regex>
+
+#include "misuse_runner.h"
+
+namespace tenon_test {
+namespace {
+
+misuse_run run_secure(const char* program, const char* misuse_case) {
+  return run_misuse(program, misuse_case, TENON_SECURE_LIBRARY);
+}
+
+#define SKIP_UNLESS_PRELOAD()                     \
+  do {                                            \
+    std::string why = preload_unavailable();      \
+    if (!why.empty()) GTEST_SKIP() << why;        \
+  } while (0)
+
+// Stopped at the call itself, message naming tenon, the call and the pointer.
+void expect_stop_at_call(const char* program, const char* misuse_case, const char* pattern) {
+  SKIP_UNLESS_PRELOAD();
+  misuse_run r = run_secure(program, misuse_case);
+  if (r.exited && r.exit_code == 77) GTEST_SKIP() << "not applicable here: " << r.out;
+  EXPECT_TRUE(stopped_at_misuse(r, SIGABRT, pattern)) << "case " << misuse_case;
+}
+
+// Stopped by SIGABRT after the misuse (at a later check), with the message.
+void expect_stop_later(const char* misuse_case, const char* pattern) {
+  SKIP_UNLESS_PRELOAD();
+  misuse_run r = run_secure(TENON_MISUSE_PROGRAM, misuse_case);
+  EXPECT_TRUE(r.printed("DONE")) << r.describe();
+  EXPECT_TRUE(r.signaled && r.signal == SIGABRT) << r.describe();
+  EXPECT_TRUE(std::regex_search(r.err, std::regex(pattern))) << "no stderr line matches /" << pattern << "/\n"
+                                                              << r.describe();
+}
+
+#define AT_CALL(Test, misuse_case) \
+  TEST(SecureDetects, Test) { expect_stop_at_call(TENON_MISUSE_PROGRAM, misuse_case, "tenon: free.*\\(0x"); }
+#define AT_CALL_CXX(Test, misuse_case) \
+  TEST(SecureDetects, Test) { expect_stop_at_call(TENON_MISUSE_CXX_PROGRAM, misuse_case, "tenon: free"); }
+
+// Double and invalid frees, every size (the default build misses some of the
+// small ones: its fast path only checks the block freed last).
+AT_CALL(DoubleFree8, "double_free_8")
+AT_CALL(DoubleFree4K, "double_free_4k")
+AT_CALL(DoubleFree256K, "double_free_256k")
+AT_CALL(DoubleFree4M, "double_free_4m")
+AT_CALL(DoubleFreeDelayed8, "double_free_delayed_8")
+AT_CALL(DoubleFreeDelayed4K, "double_free_delayed_4k")
+AT_CALL(DoubleFreeDelayed256K, "double_free_delayed_256k")
+AT_CALL(DoubleFreeDelayed4M, "double_free_delayed_4m")
+AT_CALL(FreeAfterRealloc8, "free_after_realloc_8")
+AT_CALL(FreeAfterRealloc4K, "free_after_realloc_4k")
+AT_CALL(FreeAfterRealloc256K, "free_after_realloc_256k")
+AT_CALL(FreeAfterRealloc4M, "free_after_realloc_4m")
+AT_CALL(FreeInterior64, "free_interior_64")
+AT_CALL(FreeInterior4K, "free_interior_4k")
+AT_CALL(FreeInterior256K, "free_interior_256k")
+AT_CALL(FreeInterior4M, "free_interior_4m")
+AT_CALL(FreeUnaligned8, "free_unaligned_8")
+AT_CALL(FreeUnaligned4K, "free_unaligned_4k")
+AT_CALL(FreeUnaligned256K, "free_unaligned_256k")
+AT_CALL(FreeUnaligned4M, "free_unaligned_4m")
+AT_CALL(FreeNeverAllocatedNear, "free_never_allocated_near")
+AT_CALL(FreeNeverAllocatedFar, "free_never_allocated_far")
+
+// Sized and aligned deallocation checked against the block.
+AT_CALL(FreeSizedWrong32, "free_sized_wrong_32")
+AT_CALL(FreeSizedWrong256K, "free_sized_wrong_256k")
+AT_CALL_CXX(SizedDeleteWrong32, "sized_delete_wrong_32")
+AT_CALL_CXX(SizedDeleteWrong256K, "sized_delete_wrong_256k")
+AT_CALL_CXX(DeleteOfNewArray, "delete_new_array")
+
+// malloc_usable_size of a pointer that is not a live block.
+TEST(SecureDetects, UsableSizeInterior) {
+  expect_stop_at_call(TENON_MISUSE_PROGRAM, "usable_size_interior", "tenon: malloc_usable_size\\(0x");
+}
+TEST(SecureDetects, UsableSizeFreed) {
+  expect_stop_at_call(TENON_MISUSE_PROGRAM, "usable_size_freed", "tenon: malloc_usable_size\\(0x.*already freed");
+}
+TEST(SecureDetects, UsableSizeNeverAllocated) {
+  expect_stop_at_call(TENON_MISUSE_PROGRAM, "usable_size_never_allocated", "tenon: malloc_usable_size\\(0x");
+}
+
+// Overflows past the size asked for and underflows into the header: found
+// when the block is freed.
+TEST(SecureDetects, Overflow1Byte8) { expect_stop_later("overflow_1_8", "tenon: free\\(0x.*overflow"); }
+TEST(SecureDetects, Overflow1Byte4K) { expect_stop_later("overflow_1_4k", "tenon: free\\(0x.*overflow"); }
+TEST(SecureDetects, Overflow1Byte256K) { expect_stop_later("overflow_1_256k", "tenon: free\\(0x.*overflow"); }
+TEST(SecureDetects, Overflow8Bytes8) { expect_stop_later("overflow_8_8", "tenon: free\\(0x.*overflow"); }
+TEST(SecureDetects, Overflow8Bytes256K) { expect_stop_later("overflow_8_256k", "tenon: free\\(0x.*overflow"); }
+TEST(SecureDetects, Underflow8Bytes8) { expect_stop_later("underflow_8_8", "tenon: free\\(0x.*header"); }
+TEST(SecureDetects, Underflow8Bytes256K) { expect_stop_later("underflow_8_256k", "tenon: free\\(0x.*header"); }
+
+// A write into a freed block waiting in quarantine: found on its way out.
+TEST(SecureDetects, WriteAfterFree64) { expect_stop_later("write_after_free_64", "tenon: free\\(0x.*write after free"); }
+TEST(SecureDetects, WriteAfterFree4K) { expect_stop_later("write_after_free_4k", "tenon: free\\(0x.*write after free"); }
+
+// A large block waiting in quarantine is inaccessible past its first page:
+// a read or write after free there faults at the access itself.
+TEST(SecureDetects, WriteAfterFree256KFaults) {
+  SKIP_UNLESS_PRELOAD();
+  misuse_run r = run_secure(TENON_MISUSE_PROGRAM, "write_after_free_256k");
+  EXPECT_TRUE(stopped_at_misuse(r, SIGSEGV, "", false)) << r.describe();
+}
+TEST(SecureDetects, ReadAfterFree256KFaults) {
+  SKIP_UNLESS_PRELOAD();
+  misuse_run r = run_secure(TENON_MISUSE_PROGRAM, "read_after_free_256k");
+  EXPECT_TRUE(stopped_at_misuse(r, SIGSEGV, "", false)) << r.describe();
+}
+
+// A freed huge block waits in the huge cache inaccessible: reading it faults.
+TEST(SecureDetects, ReadAfterFree4MFaults) {
+  SKIP_UNLESS_PRELOAD();
+  misuse_run r = run_secure(TENON_HUGE_AFTER_FREE_PROGRAM, "");
+  EXPECT_TRUE(stopped_at_misuse(r, SIGSEGV, "", false)) << r.describe();
+}
+
+// A write to a malloc(0) block faults at the access itself.
+TEST(SecureDetects, WriteToZeroSizeBlockFaults) {
+  SKIP_UNLESS_PRELOAD();
+  misuse_run r = run_secure(TENON_MISUSE_PROGRAM, "malloc0_write");
+  EXPECT_TRUE(stopped_at_misuse(r, SIGSEGV, "", false)) << r.describe();
+}
+
+// What the secure build answers harmlessly: freed data is gone, a forged
+// free-list link is never handed out, a fresh block holds no address.
+void expect_defended(const char* misuse_case) {
+  SKIP_UNLESS_PRELOAD();
+  misuse_run r = run_secure(TENON_MISUSE_PROGRAM, misuse_case);
+  EXPECT_TRUE(r.exited && r.exit_code == 0) << r.describe();
+  EXPECT_TRUE(r.printed("DEFENDED")) << r.describe();
+}
+TEST(SecureDefends, ReadAfterFree64) { expect_defended("read_after_free_64"); }
+TEST(SecureDefends, FreeListPoison8) { expect_defended("free_list_poison_8"); }
+TEST(SecureDefends, FreeListPoison4K) { expect_defended("free_list_poison_4k"); }
+TEST(SecureDefends, FreshBlockPointer8) { expect_defended("fresh_block_pointer_8"); }
+TEST(SecureDefends, ReuseImmediate8) { expect_defended("reuse_immediate_8"); }
+
+}  // namespace
+}  // namespace tenon_test
