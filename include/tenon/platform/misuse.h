@@ -4,7 +4,8 @@
 // pointer and what was wrong, then SIGABRT. For example
 //   tenon: free(0x7f3a2c010040): double free (block of 48 bytes)
 // Out of line and cold: a fast path that checks pays only its compare and
-// branch. Writes with write(2) only: no allocation, no lock, no stdio.
+// branch. The line is platform/report.h's message_line: one write(2), no
+// allocation, no lock, no stdio.
 #pragma once
 #include <cstddef>
 
