@@ -31,7 +31,9 @@ struct handfused : default_allocator {
       heap<config>* h = t_thread<config>.current;
       if (__builtin_expect(s->owner.load(std::memory_order_relaxed) == h, 1)) {
         auto* b = static_cast<block*>(p);
-        b->next = s->free;
+        block* head = s->free;
+        if (__builtin_expect(b == head, 0)) report_misuse("free", b, "double free", s->block_size);
+        b->next = head;
         s->free = b;
         if (__builtin_expect(--s->used < s->low_mark, 0)) g_default_engine.heaps.local_free_slow(h, s);
         return;
