@@ -13,7 +13,7 @@ struct handfused : default_allocator {
   static void* alloc(std::size_t n) noexcept {
     if (__builtin_expect(n <= 1024, 1)) {
       unsigned cls = kClasses.small[(n + 7) >> 3];
-      heap<config>* h = t_thread<config>.current;
+      thread_heap<config>* h = t_thread<config>.current;
       span* s = h->current[cls];
       if (block* b = s->free; __builtin_expect(b != nullptr, 1)) {
         s->free = b->next;
@@ -28,7 +28,7 @@ struct handfused : default_allocator {
   static void dealloc(void* p) noexcept {
     if (__builtin_expect(lookup::is_regular(p), 1)) {
       span* s = lookup::span_of(p);
-      heap<config>* h = t_thread<config>.current;
+      thread_heap<config>* h = t_thread<config>.current;
       if (__builtin_expect(s->owner.load(std::memory_order_relaxed) == h, 1)) {
         auto* b = static_cast<block*>(p);
         block* head = s->free;

@@ -1,6 +1,6 @@
 // First-class heaps (tenon_heap_*, docs/heaps.md): a heap is an instance of
 // the thread-heaps engine part over the default engine's arena. Each thread
-// that uses a heap gets a sub-heap of it (a heap<C> of that part), found by
+// that uses a heap gets a sub-heap of it (a thread_heap<C> of that part), found by
 // the thread's heap-thread id in the heap's table; small blocks come from
 // the sub-heaps' spans, large ones from the arena, recorded in slots of the
 // heap. Destroy gives every span and every recorded large block back to the
@@ -29,7 +29,7 @@ namespace tenon::first_class {
 
 using config = default_config;
 using parts = thread_heaps<config>;
-using sub_heap = heap<config>;
+using sub_heap = thread_heap<config>;
 
 // Threads using first-class heaps at once (each holds an id while it lives).
 constexpr std::uint32_t kMaxHeapThreads = 8192;

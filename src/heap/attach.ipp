@@ -17,14 +17,14 @@ std::atomic<std::uint32_t>& thread_heaps<C>::heap_link::operator()(std::uint32_t
 
 // Index below the heap count: its segment exists.
 template <class C>
-heap<C>* thread_heaps<C>::heap_at(std::uint32_t index) {
+thread_heap<C>* thread_heaps<C>::heap_at(std::uint32_t index) {
   return segments_[index / kHeapsPerSegment].load(std::memory_order_acquire) + index % kHeapsPerSegment;
 }
 
 // The segment that holds heap `index`, reserved if it is the first there.
 // nullptr if the OS refuses (nothing is claimed then: the next call retries).
 template <class C>
-heap<C>* thread_heaps<C>::heap_segment(std::uint32_t index) {
+thread_heap<C>* thread_heaps<C>::heap_segment(std::uint32_t index) {
   using platform = typename C::platform;
   constexpr std::size_t kSegmentBytes = kHeapsPerSegment * sizeof(heap_t);
   std::atomic<heap_t*>& entry = segments_[index / kHeapsPerSegment];
@@ -67,7 +67,7 @@ void thread_heaps<C>::on_thread_exit(void* arg) {
 
 // A heap from the free-heap stack, or a new one; nullptr if none can be had.
 template <class C>
-heap<C>* thread_heaps<C>::claim_heap() {
+thread_heap<C>* thread_heaps<C>::claim_heap() {
   unsigned retries = 0;
   heap_t* h;
   if (std::uint32_t id = free_heaps_.pop(&retries)) {
@@ -93,12 +93,12 @@ heap<C>* thread_heaps<C>::claim_heap() {
 }
 
 template <class C>
-heap<C>* thread_heaps<C>::attach_unbound() {
+thread_heap<C>* thread_heaps<C>::attach_unbound() {
   return claim_heap();
 }
 
 template <class C>
-heap<C>* thread_heaps<C>::attach() {
+thread_heap<C>* thread_heaps<C>::attach() {
   TENON_INJECT_POINT("heap.attach");
   heap_t* h = claim_heap();
   if (!h) return nullptr;

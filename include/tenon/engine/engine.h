@@ -35,7 +35,7 @@ struct engine {
   huge_maps<C> huge{chunks};
 
   // malloc_trim: everything free goes back to the OS now. True if any did.
-  bool trim(heap<C>* calling_thread_heap);
+  bool trim(thread_heap<C>* calling_thread_heap);
   // The byte figures (walked over the chunks when asked) into f, and every
   // counter (all heaps and the shared counts) added into `counts`.
   void figures(memory_figures& f, typename C::stats& counts);

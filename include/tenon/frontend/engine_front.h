@@ -23,7 +23,7 @@ namespace tenon {
 template <auto& E>
 struct engine_front {
   using config = typename std::remove_reference_t<decltype(E)>::config;
-  using heap_t = heap<config>;
+  using heap_t = thread_heap<config>;
 
   // --- the layer (tenon::layer, with the realloc, alloc_zeroed and trim hooks)
 

@@ -41,7 +41,7 @@ struct class_lists {
 // to that heap's inbox in a single CAS, whatever spans they belong to (the
 // lesson of the cross-thread-free benchmarks: batch per owner, not per span).
 struct outbox {
-  void* dest = nullptr;  // the destination heap (a heap<C>)
+  void* dest = nullptr;  // the destination heap (a thread_heap<C>)
   block* head = nullptr;
   block* tail = nullptr;
   std::uint32_t count = 0;
@@ -53,7 +53,7 @@ constexpr unsigned kOutboxes = 16;  // direct-mapped by destination heap address
 constexpr std::uintptr_t kInboxClosed = 1;
 
 template <class C>
-struct heap {
+struct thread_heap {
   span* current[kNumClasses];  // read by the malloc fast path
   std::atomic<std::uintptr_t> inbox{0};
   outbox out[kOutboxes];
@@ -66,7 +66,7 @@ struct heap {
   thread_heaps<C>* home = nullptr;           // the engine part it belongs to
   typename C::stats st{};
 
-  constexpr heap() {
+  constexpr thread_heap() {
     for (auto& c : current) c = &g_empty_span;
   }
 };
@@ -76,7 +76,7 @@ struct heap {
 // it (then calls are served without a heap: see thread_heaps::alloc_slow).
 template <class C>
 struct thread_state {
-  heap<C>* current;
+  thread_heap<C>* current;
   bool released;
 };
 
@@ -86,7 +86,7 @@ struct thread_state {
 // Hidden: every library that contains an engine (libtenon.so, a user's
 // composition over libtenon.a) has its own.
 template <class C>
-__attribute__((visibility("hidden"))) inline constinit heap<C> g_empty_heap{};
+__attribute__((visibility("hidden"))) inline constinit thread_heap<C> g_empty_heap{};
 
 // Each thread's state for the engines of config C. Initial-exec in every
 // translation unit that reads it, not only in the core: a composition
@@ -98,7 +98,7 @@ __attribute__((visibility("hidden"))) inline constinit thread_local thread_state
 
 template <class C>
 __attribute__((always_inline)) inline void* heap_alloc(thread_heaps<C>& home, unsigned cls) {
-  heap<C>* h = t_thread<C>.current;
+  thread_heap<C>* h = t_thread<C>.current;
   span* s = h->current[cls];
   block* b = s->free;
   if (__builtin_expect(b != nullptr, 1)) {
@@ -112,7 +112,7 @@ __attribute__((always_inline)) inline void* heap_alloc(thread_heaps<C>& home, un
 
 // A block of a span this heap owns goes back on the span's local free list.
 template <class C>
-__attribute__((always_inline)) inline void free_to_own_span(thread_heaps<C>& home, heap<C>* h, span* s, block* b) {
+__attribute__((always_inline)) inline void free_to_own_span(thread_heaps<C>& home, thread_heap<C>* h, span* s, block* b) {
   block* head = s->free;
   // The block freed last heads the list: freeing it again is the commonest
   // double free (free(p); free(p), or free(p) after realloc moved it). One

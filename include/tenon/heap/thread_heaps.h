@@ -34,7 +34,7 @@ struct span_budget {
 template <class C>
 class thread_heaps {
  public:
-  using heap_t = heap<C>;
+  using heap_t = thread_heap<C>;
   using stats_t = typename C::stats;
 
   constexpr explicit thread_heaps(arena<C>& chunks) : chunks_(&chunks) {}

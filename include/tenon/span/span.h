@@ -54,7 +54,7 @@ struct span {
   std::uint32_t used = 0;      // blocks out (biased by kCurrentBias while current)
   std::uint32_t low_mark = 1;  // local free calls the slow path when used drops below
   // Shared: read by every free, written on (ab)adoption. The owning thread
-  // heap (a heap<C> of the engine whose chunk this is), or nullptr.
+  // heap (a thread_heap<C> of the engine whose chunk this is), or nullptr.
   std::atomic<void*> owner{nullptr};
   span* next = nullptr;        // owner's avail/full list
   span* prev = nullptr;
