@@ -46,7 +46,6 @@ fn main() {
     for s in &sources {
         println!("cargo:rerun-if-changed={}", s.display());
     }
-    println!("cargo:rustc-env=TENON_VERSION={version}");
 }
 
 fn collect_cpp(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -46,7 +46,7 @@ __thread std::uint32_t t_rng __attribute__((tls_model("initial-exec")));
 
 // The key whose destructor hands a slot back; created by the first thread
 // that needs it, published with a CAS (a racing creator deletes its own).
-constexpr long kNoKey = -1;
+constexpr long kNoKey = -1;  // os::shared_thread_key's "no key"
 std::atomic<long> g_key{kNoKey};
 
 void on_thread_exit(void* v) {
@@ -56,15 +56,7 @@ void on_thread_exit(void* v) {
   s->owned.store(0, std::memory_order_release);
 }
 
-long thread_key() {
-  long key = g_key.load(std::memory_order_acquire);
-  if (key != kNoKey) return key;
-  long k = os::thread_key_create(on_thread_exit);
-  if (k == -1) return kNoKey;
-  if (g_key.compare_exchange_strong(key, k, std::memory_order_acq_rel)) return k;
-  os::thread_key_delete(k);
-  return key;
-}
+long thread_key() { return os::shared_thread_key(g_key, on_thread_exit); }
 
 slot* claim() {
   t_state = kClaiming;

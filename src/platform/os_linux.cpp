@@ -345,6 +345,16 @@ const char* library_of(const void* address) {
   return nullptr;
 }
 
+long shared_thread_key(std::atomic<long>& cell, void (*destructor)(void*)) {
+  long key = cell.load(std::memory_order_acquire);
+  if (key != -1) return key;
+  long k = thread_key_create(destructor);
+  if (k == -1) return -1;
+  if (cell.compare_exchange_strong(key, k, std::memory_order_acq_rel)) return k;
+  thread_key_delete(k);
+  return key;
+}
+
 bool single_threaded() { return &__libc_single_threaded != nullptr && __libc_single_threaded != 0; }
 
 bool start_thread(void* (*fn)(void*), void* arg) {

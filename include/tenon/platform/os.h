@@ -8,6 +8,7 @@
 // errno as the kernel set it (ENOMEM for address-space exhaustion).
 // platform.h states the contract the engines rely on as a concept.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -123,6 +124,10 @@ bool write_stream(std::FILE* stream, const char* text);
 long thread_key_create(void (*destructor)(void*));
 void thread_key_delete(long key);
 bool thread_key_set(long key, void* value);  // false if the value could not be stored
+// The key kept in cell (-1 until made), created by the first caller. Racing
+// first callers each create one and the losers delete theirs: nobody waits.
+// -1 if no key could be created.
+long shared_thread_key(std::atomic<long>& cell, void (*destructor)(void*));
 
 // Registers fn to run in the child after fork() (pthread_atfork's child
 // hook: glibc runs it in the child before fork returns there).
