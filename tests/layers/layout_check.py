@@ -21,7 +21,7 @@ LAYERS = ["common", "platform", "span", "lookup", "arena", "heap", "large", "hug
 # Folders outside the allocator's layers and what they may include.
 BESIDE = {"pool": "platform"}  # the bulk pool builds on the platform layer only
 # Standalone programs: not loaded as an allocator, free to call the OS.
-PROGRAMS = ["src/measure/replay/"]
+PROGRAMS = ["tools/replay/"]
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 OS_CALL = re.compile(r"(?<![\w.:>])(?:::)?(mmap|munmap|mremap|madvise|mincore|mprotect|getenv|secure_getenv|"

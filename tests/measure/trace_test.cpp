@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "../api/test_support.h"
-#include "measure/replay/plan.h"
+#include "replay/plan.h"
 #include "tenon/measure/next_allocator.hpp"
 #include "tenon/measure/trace.hpp"
 
