@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -350,13 +351,21 @@ TEST(MassPoolOwnedLanes, ForkChildUsesLanesOfThreadsItDoesNotHave) {
     const unsigned owned_before = pool.owned_lanes();
     const pid_t pid = fork();
     if (pid == 0) {
-      std::vector<std::thread> ts;
-      for (unsigned w = lanes; w < 2 * lanes; ++w)
-        ts.emplace_back([&, w] {
-          on_lane(w - lanes);
-          for (std::uint32_t s = 0; s < 1000; ++s) idx[w].push_back(pool.emplace(Item{w, s, check_of(w, s)}).index);
-        });
-      for (auto& t : ts) t.join();
+      auto fill = [&](unsigned w) {
+        on_lane(w - lanes);
+        for (std::uint32_t s = 0; s < 1000; ++s) idx[w].push_back(pool.emplace(Item{w, s, check_of(w, s)}).index);
+      };
+      // qemu-user (Debian 12's 7.2) aborts when a child forked from a
+      // multithreaded guest starts a thread ("qemu_plugin_vcpu_init_hook:
+      // assertion failed", 20 of 20 runs): there the forking thread takes the
+      // orphaned lanes in turn, which still has it take over each of them.
+      if (std::getenv("TENON_TEST_EMULATED")) {
+        for (unsigned w = lanes; w < 2 * lanes; ++w) fill(w);
+      } else {
+        std::vector<std::thread> ts;
+        for (unsigned w = lanes; w < 2 * lanes; ++w) ts.emplace_back(fill, w);
+        for (auto& t : ts) t.join();
+      }
       expect_exact(pool, idx);
       _exit(::testing::Test::HasFailure() ? 3 : 0);
     }
