@@ -55,8 +55,19 @@ concept layer = requires(std::size_t n, std::size_t align, void* p, const void* 
 //                                           (glibc's reporting calls then go to the next library's). A
 //                                           wrapper always inherits its inner layer's: the figures describe
 //                                           the memory underneath.
+//   void release()                          only in a composition over a heap (tenon::heap_layer,
+//                                           <tenon/heap_layer.hpp>): every block it handed out is
+//                                           released at once; a layer keeping blocks of its inner
+//                                           layer (a quarantine, a cache) gives them back or forgets
+//                                           them, then forwards. Always inherited (unlike the hooks
+//                                           above): a layer that keeps no blocks has nothing to add.
+//                                           No thread may use the composition while it runs.
 template <layer Inner>
 struct pass_through;
+
+// A composition that can drop every block at once: one over a heap.
+template <class L>
+concept releasable = layer<L> && requires { { L::release() } noexcept; };
 
 namespace detail {
 
@@ -149,6 +160,12 @@ struct layer_ops {
     else return ENOSYS;
   }
 
+  static void release() noexcept
+    requires releasable<L>
+  {
+    L::release();
+  }
+
  private:
   // One test per hook: L has it, and (for a wrapper) it applies.
   static consteval bool has_realloc() {
@@ -199,6 +216,11 @@ struct pass_through {
   }
   static int trim(std::size_t pad) noexcept { return layer_ops<Inner>::trim(pad); }
   static int stats(tenon_stats* s) noexcept { return layer_ops<Inner>::stats(s); }
+  static void release() noexcept
+    requires releasable<Inner>
+  {
+    Inner::release();
+  }
 };
 
 }  // namespace tenon

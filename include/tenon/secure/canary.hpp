@@ -53,19 +53,19 @@ struct canary : pass_through<Inner> {
   static void dealloc(void* p) noexcept {
     if (!p) return;
     if (!ours(p)) return Inner::dealloc(p);
-    release(static_cast<char*>(p), "free", nullptr);
+    give_back(static_cast<char*>(p), "free", nullptr);
   }
 
   static void dealloc_sized(void* p, std::size_t n) noexcept {
     if (!p) return;
     if (!ours(p)) return Inner::dealloc(p);
-    release(static_cast<char*>(p), "free_sized", &n);
+    give_back(static_cast<char*>(p), "free_sized", &n);
   }
 
   static void dealloc_aligned_sized(void* p, std::size_t, std::size_t n) noexcept {
     if (!p) return;
     if (!ours(p)) return Inner::dealloc(p);
-    release(static_cast<char*>(p), "free_aligned_sized", &n);
+    give_back(static_cast<char*>(p), "free_aligned_sized", &n);
   }
 
   // Touches no block: the inner layers' trim (the quarantine's) applies.
@@ -126,7 +126,7 @@ struct canary : pass_through<Inner> {
     return {static_cast<std::size_t>(h.size), offset, key};
   }
 
-  static void release(char* p, const char* op, const std::size_t* sized) {
+  static void give_back(char* p, const char* op, const std::size_t* sized) {
     opened o = check_block(p, op);
     if (sized && *sized != o.size) report_misuse(op, p, "size does not match the block", o.size);
     // Freed: the size check leaves the tag (the size word becomes a link).

@@ -13,7 +13,8 @@
 //
 // Lock-free: one atomic exchange per free, no shared counter; the slots are
 // process-wide, so a thread's exit strands nothing. trim() gives every
-// waiting block back.
+// waiting block back, and so does release() before a heap underneath drops
+// everything.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -44,12 +45,25 @@ struct quarantine : pass_through<Inner> {
   }
 
   static int trim(std::size_t pad) noexcept {
-    for (std::size_t i = 0; i < kSlots * kStripes; ++i)
-      if (void* out = slots()[i].exchange(nullptr, std::memory_order_acq_rel)) leave(out);
+    drain();
     return layer_ops<Inner>::trim(pad);
   }
 
+  // Over a heap (tenon::heap_layer): the waiting blocks leave first, checked
+  // and accessible again, so that the heap's memory goes back whole.
+  static void release() noexcept
+    requires releasable<Inner>
+  {
+    drain();
+    Inner::release();
+  }
+
  private:
+  static void drain() {
+    for (std::size_t i = 0; i < kSlots * kStripes; ++i)
+      if (void* out = slots()[i].exchange(nullptr, std::memory_order_acq_rel)) leave(out);
+  }
+
   static std::size_t zeroed(std::size_t n) { return n < kZeroed ? n : kZeroed; }
 
   // Inner's usable size, the common case (a small block in a chunk with a

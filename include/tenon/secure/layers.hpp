@@ -1,0 +1,29 @@
+// Secure layers: the stack libtenon-secure.so puts over its engine, as one
+// alias over any innermost layer, so that the same checks can sit over
+// another engine or a first-class heap (tenon::heap_layer):
+//   zero_size   malloc(0) gets a unique address no access may touch
+//   canary      a keyed header and a canary after every block, checked on
+//               free, sized free, realloc and malloc_usable_size
+//   quarantine  delayed reuse: freed small blocks wait for 64 more frees,
+//               zeroed, and are checked on the way out (write after free);
+//               large blocks (up to 2 MiB) wait for 8 more, inaccessible
+// The encoded free-list links of the secure build are an engine policy
+// (secure/links.h, secure_config), not a layer: a stack over another engine
+// or a heap of the default engine has the layers' checks, not those links.
+#pragma once
+#include "tenon/common/config.h"
+#include "tenon/layer.hpp"
+#include "tenon/secure/canary.hpp"
+#include "tenon/secure/quarantine.hpp"
+#include "tenon/secure/zero_size.hpp"
+
+namespace tenon::secure {
+
+template <layer Bottom>
+using large_quarantine = quarantine<Bottom, 8, kMaxSmall + 1, kMaxLarge, false>;
+template <layer Bottom>
+using small_quarantine = quarantine<large_quarantine<Bottom>, 64, 0, kMaxSmall, true>;
+template <layer Bottom>
+using layers = zero_size<canary<small_quarantine<Bottom>>>;
+
+}  // namespace tenon::secure
