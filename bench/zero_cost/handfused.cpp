@@ -12,7 +12,7 @@ using config = default_config;
 struct handfused : default_allocator {
   static void* alloc(std::size_t n) noexcept {
     if (__builtin_expect(n <= 1024, 1)) {
-      unsigned cls = kClasses.small[(n + 7) >> 3];
+      std::size_t cls = kClasses.small[(n + 7) >> 3];
       thread_heap<config>* h = t_thread<config>.current;
       span* s = h->current[cls];
       if (block* b = s->free; __builtin_expect(b != nullptr, 1)) {
@@ -20,7 +20,8 @@ struct handfused : default_allocator {
         ++s->used;
         return b;
       }
-      return g_default_engine.heaps.alloc_slow(h, cls);
+      asm("" : "+r"(cls));  // copied on the slow path only, as heap_alloc does
+      return g_default_engine.heaps.alloc_slow(h, static_cast<unsigned>(cls));
     }
     return default_allocator::alloc(n);
   }
