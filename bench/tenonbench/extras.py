@@ -11,8 +11,8 @@ from . import runner
 _COLLECTED = re.compile(r"Collected\s*:\s*(\d+)")
 
 
-def _callgrind_instructions(binary, n, alloc, timeout):
-    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", binary, str(n)]
+def _callgrind_instructions(binary, n, alloc, timeout, args=()):
+    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", binary, str(n), *args]
     r = subprocess.run(cmd, env=alloc.env(), capture_output=True, text=True, timeout=timeout)
     m = _COLLECTED.search(r.stderr)
     if r.returncode != 0 or not m:
@@ -35,7 +35,8 @@ NO_VALGRIND = {
 
 def fastpath_instr(build_dir, allocs, smoke, timeout=120):
     """Instructions per malloc(32)+free pair: (I(2N) - I(N)) / N, which
-    cancels start-up. Returns {alloc: {"instr": float} | {"error": str}}."""
+    cancels start-up; "mixed" the same over the sizes 16..352 in turn.
+    Returns {alloc: {"instr": float, "mixed": float} | {"error": str}}."""
     binary = os.path.join(build_dir, "bench", "workloads", "fastpath")
     if not shutil.which("valgrind"):
         return {a.name: {"error": "valgrind not installed"} for a in allocs}
@@ -45,7 +46,9 @@ def fastpath_instr(build_dir, allocs, smoke, timeout=120):
         try:
             i1 = _callgrind_instructions(binary, n, a, timeout)
             i2 = _callgrind_instructions(binary, 2 * n, a, timeout)
-            out[a.name] = {"instr": (i2 - i1) / n, "n": n}
+            m1 = _callgrind_instructions(binary, n, a, timeout, ["mixed"])
+            m2 = _callgrind_instructions(binary, 2 * n, a, timeout, ["mixed"])
+            out[a.name] = {"instr": (i2 - i1) / n, "mixed": (m2 - m1) / n, "n": n}
         except (RuntimeError, subprocess.TimeoutExpired, OSError) as e:
             out[a.name] = {"error": f"{NO_VALGRIND[a.name]} ({e})" if a.name in NO_VALGRIND else str(e)}
     return out

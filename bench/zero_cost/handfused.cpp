@@ -17,7 +17,7 @@ struct handfused : default_allocator {
       span* s = h->current[cls];
       if (block* b = s->free; __builtin_expect(b != nullptr, 1)) {
         s->free = b->next;
-        ++s->used;
+        ++s->until_slow;
         return b;
       }
       asm("" : "+r"(cls));  // copied on the slow path only, as heap_alloc does
@@ -36,7 +36,7 @@ struct handfused : default_allocator {
         if (__builtin_expect(b == head, 0)) report_misuse("free", b, "double free", s->block_size);
         b->next = head;
         s->free = b;
-        if (__builtin_expect(--s->used < s->low_mark, 0)) g_default_engine.heaps.local_free_slow(h, s);
+        if (__builtin_expect(--s->until_slow < 0, 0)) g_default_engine.heaps.local_free_slow(h, s);
         return;
       }
       default_allocator::free_not_owned(h, s, p);

@@ -27,7 +27,7 @@ __attribute__((always_inline)) inline T peek(const T& field) {
 // its remote list. Blocks in a heap's inbox or a thread's outbox (freed, not
 // yet back in their span) still count as in use.
 __attribute__((no_sanitize("thread"))) inline std::size_t small_blocks_in_use(const span& s) {
-  std::uint32_t used = peek(s.used);
+  std::uint32_t used = static_cast<std::uint32_t>(peek(s.until_slow)) + peek(s.low_mark);
   if (used >= kCurrentBias) used -= kCurrentBias;
   std::uint32_t pending = remote_word::count(s.remote.load(std::memory_order_relaxed));
   std::uint32_t capacity = peek(s.capacity);

@@ -294,7 +294,7 @@ inline void* alloc_small(tenon_heap* h, unsigned cls) {
   block* b = s->free;
   if (__builtin_expect(b != nullptr, 1)) {
     s->free = config::links::next(b, s);
-    ++s->used;
+    s->add_used(1);
     return b;
   }
   return h->heaps.alloc_slow(sub, cls);

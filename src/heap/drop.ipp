@@ -14,7 +14,7 @@ template <class C>
 void thread_heaps<C>::drop_span(heap_t* h, span* s) {
   s->next = s->prev = nullptr;
   s->free = nullptr;
-  s->used = 0;
+  s->set_used(0);
   // Pending remote frees and flags die with the span (form_small_span and
   // large_runs::alloc clear the word again when the slices are reused).
   s->remote.store(0, std::memory_order_relaxed);

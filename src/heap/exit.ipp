@@ -37,8 +37,8 @@ void thread_heaps<C>::abandon(heap_t* h, span* s) {
   std::uint64_t w = s->remote.exchange(0, std::memory_order_acquire);
   merge_free(s, remote_word::head(w), remote_word::count(w));
   s->next = s->prev = nullptr;
-  s->low_mark = 1;
-  if (s->used == 0) {
+  s->set_low_mark(1);
+  if (s->used() == 0) {
     release_empty(h, s);
     return;
   }

@@ -33,8 +33,8 @@ span* thread_heaps<C>::form_small_span(heap_t* owner, unsigned cls, chunk** hint
   s->capacity = static_cast<std::uint32_t>((std::size_t{s->nslices} << kSliceShift) / s->block_size);
   s->carved = 0;
   s->free = nullptr;
-  s->used = 0;
   s->low_mark = 1;
+  s->set_used(0);
   s->next = s->prev = nullptr;
   s->remote.store(0, std::memory_order_relaxed);
   s->owner.store(owner, std::memory_order_release);  // see free_remote
@@ -60,8 +60,8 @@ void thread_heaps<C>::absorb_partials(heap_t* h, unsigned cls) {
     s->owner.store(h, std::memory_order_release);  // see free_remote
     h->st.add(stat_spans_adopted);
     take_remote(s);
-    s->low_mark = 1;
-    if (s->used == 0) {
+    s->set_low_mark(1);
+    if (s->used() == 0) {
       retire_empty(h, l, s);
     } else if (s->free || s->carved < s->capacity || !park_full(l, s)) {
       s->state = span_state::avail;

@@ -50,8 +50,8 @@ void thread_heaps<C>::carve(span* s) {
 template <class C>
 void thread_heaps<C>::merge_free(span* s, block* chain, std::uint32_t count) {
   if (!chain) return;
-  TENON_CHECK(count > 0 && (s->used & ~kCurrentBias) >= count);
-  s->used -= count;
+  TENON_CHECK(count > 0 && (s->used() & ~kCurrentBias) >= count);
+  s->add_used(-static_cast<std::int32_t>(count));
   if (!s->free) {
     s->free = chain;
     return;
@@ -91,13 +91,13 @@ template <class C>
 block* thread_heaps<C>::pop(span* s) {
   block* b = s->free;
   s->free = C::links::next(b, s);
-  ++s->used;
+  s->add_used(1);
   return b;
 }
 
 template <class C>
 void thread_heaps<C>::release_empty(heap_t* h, span* s) {
-  TENON_CHECK(s->used == 0 && s->next == nullptr && s->prev == nullptr);
+  TENON_CHECK(s->used() == 0 && s->next == nullptr && s->prev == nullptr);
   s->owner.store(nullptr, std::memory_order_relaxed);
   s->state = span_state::detached;
   if (budget_) budget_->give(std::size_t{s->nslices} << kSliceShift);
@@ -111,7 +111,7 @@ template <class C>
 void thread_heaps<C>::retire_empty(heap_t* h, class_lists& l, span* s) {
   if (s->capacity <= kKeepEmptyMaxBlocks && !l.empty) {
     s->state = span_state::avail;
-    s->low_mark = 1;
+    s->set_low_mark(1);
     l.empty = s;
     return;
   }
@@ -122,8 +122,8 @@ template <class C>
 void thread_heaps<C>::make_current(heap_t* h, unsigned cls, span* s) {
   TENON_CHECK(s->cls == cls && s->owner.load(std::memory_order_relaxed) == h && s->next == nullptr);
   s->state = span_state::current;
-  s->used += kCurrentBias;
-  s->low_mark = 1;
+  s->add_used(static_cast<std::int32_t>(kCurrentBias));
+  s->set_low_mark(1);
   h->current[cls] = s;
 }
 
@@ -144,7 +144,7 @@ bool thread_heaps<C>::park_full(class_lists& l, span* s) {
     return false;
   }
   s->state = span_state::full;
-  s->low_mark = s->used;  // the next local free (used - 1) reaches the slow path
+  s->set_low_mark(s->used());  // the next local free (used - 1) reaches the slow path
   heap_detail::list_push(&l.full, s);
   ++l.nfull;
   return true;
@@ -154,12 +154,12 @@ bool thread_heaps<C>::park_full(class_lists& l, span* s) {
 // if remote frees arrived meanwhile (the span then stays current).
 template <class C>
 bool thread_heaps<C>::retire_full(heap_t* h, unsigned cls, span* s) {
-  s->used -= kCurrentBias;
+  s->add_used(-static_cast<std::int32_t>(kCurrentBias));
   if (park_full(h->lists[cls], s)) {
     h->current[cls] = &g_empty_span;
     return false;
   }
-  s->used += kCurrentBias;
+  s->add_used(static_cast<std::int32_t>(kCurrentBias));
   return true;
 }
 
@@ -177,8 +177,8 @@ void thread_heaps<C>::scan_full(heap_t* h, unsigned cls) {
       heap_detail::list_unlink(&l.full, s);
       --l.nfull;
       collect(s);
-      s->low_mark = 1;
-      if (s->used == 0) {
+      s->set_low_mark(1);
+      if (s->used() == 0) {
         retire_empty(h, l, s);
       } else {
         s->state = span_state::avail;
@@ -196,14 +196,14 @@ void thread_heaps<C>::local_free_slow(heap_t* h, span* s) {
     // First block back in a full span: it can serve allocations again.
     heap_detail::list_unlink(&l.full, s);
     --l.nfull;
-    s->low_mark = 1;
-    if (s->used != 0) {
+    s->set_low_mark(1);
+    if (s->used() != 0) {
       s->state = span_state::avail;
       heap_detail::list_push(&l.avail, s);
       return;
     }
   } else {
-    TENON_CHECK(s->state == span_state::avail && s->used == 0);
+    TENON_CHECK(s->state == span_state::avail && s->used() == 0);
     heap_detail::list_unlink(&l.avail, s);  // an avail span that just became empty
   }
   retire_empty(h, l, s);

@@ -31,7 +31,7 @@ void* large_runs<C>::alloc(std::size_t n, std::size_t align, bool* zeroed, chunk
   // A large span has no free list: `free` keeps the block's pointer and
   // `used` says it is live, for the check on free (large_runs::check_free).
   s->free = reinterpret_cast<block*>(p);
-  s->used = 1;
+  s->set_used(1);
   count(st, chunks_->shared_stats(), stat_large_allocs);
   *zeroed = s->zeroed;
   return p;
@@ -42,8 +42,8 @@ void large_runs<C>::free(span* s, void* p, stats_t* st) {
   std::uint64_t bit = std::uint64_t{1} << lookup::slice_of(p);
   bool taken = (chunk_of(p)->used.load(std::memory_order_relaxed) & bit) != 0;
   if (p != s->free) report_misuse("free", p, "invalid pointer (not the start of a block)", 0);
-  if (!taken || s->used != 1) report_misuse("free", p, "double free", s->large_usable);
-  s->used = 0;
+  if (!taken || s->used() != 1) report_misuse("free", p, "double free", s->large_usable);
+  s->set_used(0);
   chunks_->release_span(s, st);
 }
 

@@ -4,7 +4,8 @@
 // Fast paths (inline here, no atomic read-modify-write):
 //   malloc: pop the current span's local free list.
 //   free:   if the block's span is owned by this thread's heap, push it on the
-//           span's local free list; one compare of `used` against `low_mark`
+//           span's local free list; one decrement of `until_slow` (used
+//           less low_mark) and a sign test
 //           sends the rare cases (span became empty, span was full) to a
 //           slow path.
 // Everything else (refill, remote frees, retiring full spans, adoption,
@@ -103,8 +104,8 @@ __attribute__((always_inline)) inline void* heap_alloc(thread_heaps<C>& home, st
   block* b = s->free;
   if (__builtin_expect(b != nullptr, 1)) {
     s->free = C::links::next(b, s);
-    ++s->used;
-    TENON_CHECK(s->used - kCurrentBias <= s->capacity);
+    s->add_used(1);
+    TENON_CHECK(s->used() - kCurrentBias <= s->capacity);
     return b;
   }
   // A copy made here, on the slow path: without it the compiler loads the
@@ -125,10 +126,10 @@ __attribute__((always_inline)) inline void free_to_own_span(thread_heaps<C>& hom
   // block deeper in the list is not looked for here. Before the invariant
   // check: a double free is the program's error, reported as such.
   if (__builtin_expect(b == head, 0)) report_misuse("free", b, "double free", s->block_size);
-  TENON_CHECK(s->owner.load(std::memory_order_relaxed) == h && s->used != 0 && s->used != kCurrentBias);
+  TENON_CHECK(s->owner.load(std::memory_order_relaxed) == h && s->used() != 0 && s->used() != kCurrentBias);
   C::links::set_next(b, head, s);
   s->free = b;
-  if (__builtin_expect(--s->used < s->low_mark, 0)) home.local_free_slow(h, s);
+  if (__builtin_expect(--s->until_slow < 0, 0)) home.local_free_slow(h, s);  // used < low_mark
 }
 
 }  // namespace tenon

@@ -51,7 +51,12 @@ enum class span_state : std::uint8_t { current, avail, full, detached };
 struct span {
   // --- owner-only ---
   block* free = nullptr;       // local free list: owner's frees land here
-  std::uint32_t used = 0;      // blocks out (biased by kCurrentBias while current)
+  // Blocks out ("used", biased by kCurrentBias while current), kept as the
+  // local frees left before the free fast path must take its slow path,
+  // used - low_mark: that path's test is then a decrement and a sign test
+  // (`subl`, `js`) rather than a compare of two fields. Read and change
+  // through used(), set_used(), add_used(), set_low_mark().
+  std::int32_t until_slow = -1;
   std::uint32_t low_mark = 1;  // local free calls the slow path when used drops below
   // Shared: read by every free, written on (ab)adoption. The owning thread
   // heap (a thread_heap<C> of the engine whose chunk this is), or nullptr.
@@ -73,6 +78,16 @@ struct span {
   // --- shared ---
   std::atomic<std::uint64_t> remote{0};
   std::atomic<std::uint32_t> stack_next{0};  // link on a partial stack (span id)
+
+  // The owner's view of the count (owner-only, like the fields).
+  std::uint32_t used() const { return static_cast<std::uint32_t>(until_slow) + low_mark; }
+  void set_used(std::uint32_t u) { until_slow = static_cast<std::int32_t>(u - low_mark); }
+  void add_used(std::int32_t d) { until_slow += d; }
+  void set_low_mark(std::uint32_t m) {
+    std::uint32_t u = used();
+    low_mark = m;
+    set_used(u);
+  }
 };
 
 // The descriptor of a span with nothing to give: every class of a heap with
