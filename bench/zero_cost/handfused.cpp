@@ -27,8 +27,8 @@ struct handfused : default_allocator {
   }
 
   static void dealloc(void* p) noexcept {
-    if (__builtin_expect(lookup::is_regular(p), 1)) {
-      span* s = lookup::span_of(p);
+    if (std::uintptr_t tag = lookup::tag_of(p); __builtin_expect(lookup::is_regular_tagged(p, tag), 1)) {
+      span* s = lookup::span_of_tagged(p, tag);
       thread_heap<config>* h = t_thread<config>.current;
       if (__builtin_expect(s->owner.load(std::memory_order_relaxed) == h, 1)) {
         auto* b = static_cast<block*>(p);

@@ -114,7 +114,7 @@ template <auto& E>
 void engine_front<E>::free_irregular(void* p) noexcept {
   if (!p) return;
   if (lookup::in_chunk(p)) {  // a chunk without a fast-table slot
-    free_in_chunk(p);
+    free_in_chunk(p, lookup::span_of(p));
     return;
   }
   if (huge_header* h = huge_lookup(p)) {

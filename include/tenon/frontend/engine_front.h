@@ -35,8 +35,9 @@ struct engine_front {
   }
 
   __attribute__((always_inline)) static void dealloc(void* p) noexcept {
-    if (__builtin_expect(lookup::is_regular(p), 1)) {
-      free_in_chunk(p);
+    std::uintptr_t tag = lookup::tag_of(p);
+    if (__builtin_expect(lookup::is_regular_tagged(p, tag), 1)) {
+      free_in_chunk(p, lookup::span_of_tagged(p, tag));
       return;
     }
     free_irregular(p);
@@ -79,8 +80,7 @@ struct engine_front {
 
  private:
   // p is inside a chunk: free it into its span.
-  __attribute__((always_inline)) static void free_in_chunk(void* p) noexcept {
-    span* s = lookup::span_of(p);
+  __attribute__((always_inline)) static void free_in_chunk(void* p, span* s) noexcept {
     heap_t* h = t_thread<config>.current;
     if (__builtin_expect(s->owner.load(std::memory_order_relaxed) == h, 1)) {
       free_to_own_span(E.heaps, h, s, static_cast<block*>(p));

@@ -34,19 +34,21 @@ struct chunk_table {
 };
 extern chunk_table g_chunk_table;
 
-// Computed from the unit's base (not as p | 4 MiB-1) so that the compiler
-// shares the base with span_of on the free fast path.
-inline std::uintptr_t chunk_tag(const void* p) {
-  return (reinterpret_cast<std::uintptr_t>(p) & ~(kChunkSize - 1)) + (kChunkSize - 1);
+// The tag of p's unit: its last byte, p | 4 MiB-1 (a chunk's slot holds its own).
+inline std::uintptr_t tag_of(const void* p) { return reinterpret_cast<std::uintptr_t>(p) | (kChunkSize - 1); }
+
+// The fast-path question, given p's tag: is p inside a chunk that has its
+// table slot? The free fast path keeps the tag: the chunk's slice index is at
+// tag - (4 MiB-1), a displacement folded into the descriptor's load
+// (span_of_tagged), where recomputing the base cost 2 instructions more.
+inline bool is_regular_tagged(const void* p, std::uintptr_t tag) {
+  std::uintptr_t s = unit_of(p) & ((std::uintptr_t{1} << kChunkTableBits) - 1);
+  return g_chunk_table.slot[s].load(std::memory_order_relaxed) == tag;
 }
 
-// The fast-path question: is p inside a chunk that has its table slot?
-// (False for a chunk in the unit map: callers that must be exact use in_chunk.)
-inline bool is_regular(const void* p) {
-  std::uintptr_t s = unit_of(p) & ((std::uintptr_t{1} << kChunkTableBits) - 1);
-  std::uintptr_t base = reinterpret_cast<std::uintptr_t>(p) & ~(kChunkSize - 1);
-  return (g_chunk_table.slot[s].load(std::memory_order_relaxed) ^ base) == kChunkSize - 1;
-}
+// The same for callers off the fast path. (False for a chunk in the unit
+// map: callers that must be exact use in_chunk.)
+inline bool is_regular(const void* p) { return is_regular_tagged(p, tag_of(p)); }
 
 // Is p inside any chunk? The table first, then the unit map.
 inline bool in_chunk(const void* p) { return is_regular(p) || entry_of(p).kind() == unit_kind::chunk; }

@@ -23,6 +23,12 @@ inline unsigned slice_of(const void* p) {
   return static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(p) >> kSliceShift) & (kSlicesPerChunk - 1);
 }
 
+// span_of for the free fast path, from p's tag (tag_of: is_regular_tagged).
+inline span* span_of_tagged(const void* p, std::uintptr_t tag) {
+  auto* index = reinterpret_cast<const slice_index*>(tag - (kChunkSize - 1));
+  return index->span_at[slice_of(p)].load(std::memory_order_relaxed);
+}
+
 // The span containing p; p must be inside a chunk (is_regular or in_chunk).
 inline span* span_of(const void* p) {
   auto* index = reinterpret_cast<const slice_index*>(reinterpret_cast<std::uintptr_t>(p) & ~(kChunkSize - 1));
