@@ -17,6 +17,7 @@ struct handfused : default_allocator {
       span* s = h->current[cls];
       if (block* b = s->free; __builtin_expect(b != nullptr, 1)) {
         s->free = b->next;
+        b->next = nullptr;
         ++s->until_slow;
         return b;
       }

@@ -294,6 +294,7 @@ inline void* alloc_small(tenon_heap* h, unsigned cls) {
   block* b = s->free;
   if (__builtin_expect(b != nullptr, 1)) {
     s->free = config::links::next(b, s);
+    b->next = nullptr;  // as heap_alloc: no link in a fresh block
     s->add_used(1);
     return b;
   }

@@ -4,8 +4,9 @@
 // tenon_* API of libtenon.a, in process; tenon_owns() says whether a word
 // points into memory tenon manages.
 //
-// DISABLED: waits for the free-list links to be cleared or encoded (today the
-// first word of a reused small block is the link to the next free block).
+// The link is cleared when a small block is handed out (heap_alloc, pop);
+// before that, every size up to 32 KiB failed here (64 of 64 fresh 8-byte
+// blocks held the address of the next free block).
 #include <gtest/gtest.h>
 #include <tenon/tenon.h>
 
@@ -15,7 +16,7 @@
 
 namespace {
 
-TEST(FreshBlocks, DISABLED_FirstWordHoldsNoPointerIntoTenon) {
+TEST(FreshBlocks, FirstWordHoldsNoPointerIntoTenon) {
   // Small classes, the largest small class, large, and huge.
   const std::size_t sizes[] = {8, 16, 48, 64, 256, 1024, 4096, 32768, 256 * 1024, 4 << 20};
   for (std::size_t n : sizes) {

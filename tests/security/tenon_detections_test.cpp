@@ -74,5 +74,18 @@ TENON_STOPS(FreeUnaligned4M, "free_unaligned_4m")
 TENON_STOPS(DISABLED_FreeNeverAllocatedNear, "free_never_allocated_near")
 TENON_STOPS(FreeNeverAllocatedFar, "free_never_allocated_far")
 
+// A fresh small block holds no heap address in its first word (the free-list
+// link is cleared when the block is handed out): missed at 8 B and 4 KiB
+// before (docs/security.md's table).
+void expect_tenon_defends(const char* misuse_case) {
+  std::string why = preload_unavailable();
+  if (!why.empty()) GTEST_SKIP() << why;
+  misuse_run r = run_misuse(TENON_MISUSE_PROGRAM, misuse_case, TENON_PRELOAD_LIBRARY);
+  EXPECT_TRUE(r.exited && r.exit_code == 0) << r.describe();
+  EXPECT_TRUE(r.printed("DEFENDED")) << r.describe();
+}
+TEST(TenonDefends, FreshBlockPointer8) { expect_tenon_defends("fresh_block_pointer_8"); }
+TEST(TenonDefends, FreshBlockPointer4K) { expect_tenon_defends("fresh_block_pointer_4k"); }
+
 }  // namespace
 }  // namespace tenon_test

@@ -104,6 +104,7 @@ __attribute__((always_inline)) inline void* heap_alloc(thread_heaps<C>& home, st
   block* b = s->free;
   if (__builtin_expect(b != nullptr, 1)) {
     s->free = C::links::next(b, s);
+    b->next = nullptr;  // the link leaves no heap address in the fresh block (docs/security.md)
     s->add_used(1);
     TENON_CHECK(s->used() - kCurrentBias <= s->capacity);
     return b;
