@@ -61,8 +61,8 @@ TENON_STOPS(FreeInterior256K, "free_interior_256k")
 TENON_STOPS(FreeInterior4M, "free_interior_4m")
 
 // free(p + 1).
-TENON_STOPS(DISABLED_FreeUnaligned8, "free_unaligned_8")
-TENON_STOPS(DISABLED_FreeUnaligned4K, "free_unaligned_4k")
+TENON_STOPS(FreeUnaligned8, "free_unaligned_8")
+TENON_STOPS(FreeUnaligned4K, "free_unaligned_4k")
 TENON_STOPS(FreeUnaligned256K, "free_unaligned_256k")
 TENON_STOPS(FreeUnaligned4M, "free_unaligned_4m")
 
