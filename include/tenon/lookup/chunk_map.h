@@ -40,7 +40,7 @@ inline std::uintptr_t tag_of(const void* p) { return reinterpret_cast<std::uintp
 // The fast-path question, given p's tag: is p inside a chunk that has its
 // table slot? The free fast path keeps the tag: the chunk's slice index is at
 // tag - (4 MiB-1), a displacement folded into the descriptor's load
-// (span_of_tagged), where recomputing the base cost 2 instructions more.
+// (span_of_tagged): one instruction fewer than comparing slot ^ base.
 inline bool is_regular_tagged(const void* p, std::uintptr_t tag) {
   std::uintptr_t s = unit_of(p) & ((std::uintptr_t{1} << kChunkTableBits) - 1);
   return g_chunk_table.slot[s].load(std::memory_order_relaxed) == tag;
