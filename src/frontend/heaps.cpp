@@ -292,12 +292,7 @@ inline void* alloc_small(tenon_heap* h, unsigned cls) {
   if (!sub) return nullptr;
   span* s = sub->current[cls];
   block* b = s->free;
-  if (__builtin_expect(b != nullptr, 1)) {
-    s->free = config::links::next(b, s);
-    b->next = nullptr;  // as heap_alloc: no link in a fresh block
-    s->add_used(1);
-    return b;
-  }
+  if (__builtin_expect(b != nullptr, 1)) return take_head<config>(s, b);
   return h->heaps.alloc_slow(sub, cls);
 }
 

@@ -89,11 +89,7 @@ bool thread_heaps<C>::refill(span* s) {
 
 template <class C>
 block* thread_heaps<C>::pop(span* s) {
-  block* b = s->free;
-  s->free = C::links::next(b, s);
-  b->next = nullptr;  // as heap_alloc: no link in a fresh block
-  s->add_used(1);
-  return b;
+  return take_head<C>(s, s->free);
 }
 
 template <class C>

@@ -97,15 +97,24 @@ template <class C>
 __attribute__((visibility("hidden"))) inline constinit thread_local thread_state<C> t_thread
     __attribute__((tls_model("initial-exec"))) = {&g_empty_heap<C>, false};
 
+// Hands out b, the head of s's free list: the one place a small block
+// leaves its span (the fast path here, the slow path's pop, a first-class
+// heap's allocation), so that its link never goes with it.
+template <class C>
+__attribute__((always_inline)) inline block* take_head(span* s, block* b) {
+  s->free = C::links::next(b, s);
+  b->next = nullptr;  // the link leaves no heap address in the fresh block (docs/security.md)
+  s->add_used(1);
+  return b;
+}
+
 template <class C>
 __attribute__((always_inline)) inline void* heap_alloc(thread_heaps<C>& home, std::size_t cls) {
   thread_heap<C>* h = t_thread<C>.current;
   span* s = h->current[cls];
   block* b = s->free;
   if (__builtin_expect(b != nullptr, 1)) {
-    s->free = C::links::next(b, s);
-    b->next = nullptr;  // the link leaves no heap address in the fresh block (docs/security.md)
-    s->add_used(1);
+    take_head<C>(s, b);
     TENON_CHECK(s->used() - kCurrentBias <= s->capacity);
     return b;
   }
