@@ -121,7 +121,7 @@ void thread_heaps<C>::release(heap_t* h) {
   flush_remote(h);
   for (unsigned cls = 0; cls < kNumClasses; ++cls) {
     if (span* s = h->current[cls]; s != &g_empty_span) {
-      s->add_used(-static_cast<std::int32_t>(kCurrentBias));
+      s->remove_used(kCurrentBias);
       h->current[cls] = &g_empty_span;
       abandon(h, s);
     }

@@ -51,7 +51,7 @@ template <class C>
 void thread_heaps<C>::merge_free(span* s, block* chain, std::uint32_t count) {
   if (!chain) return;
   TENON_CHECK(count > 0 && (s->used() & ~kCurrentBias) >= count);
-  s->add_used(-static_cast<std::int32_t>(count));
+  s->remove_used(count);
   if (!s->free) {
     s->free = chain;
     return;
@@ -119,7 +119,7 @@ template <class C>
 void thread_heaps<C>::make_current(heap_t* h, unsigned cls, span* s) {
   TENON_CHECK(s->cls == cls && s->owner.load(std::memory_order_relaxed) == h && s->next == nullptr);
   s->state = span_state::current;
-  s->add_used(static_cast<std::int32_t>(kCurrentBias));
+  s->add_used(kCurrentBias);
   s->set_low_mark(1);
   h->current[cls] = s;
 }
@@ -151,12 +151,12 @@ bool thread_heaps<C>::park_full(class_lists& l, span* s) {
 // if remote frees arrived meanwhile (the span then stays current).
 template <class C>
 bool thread_heaps<C>::retire_full(heap_t* h, unsigned cls, span* s) {
-  s->add_used(-static_cast<std::int32_t>(kCurrentBias));
+  s->remove_used(kCurrentBias);
   if (park_full(h->lists[cls], s)) {
     h->current[cls] = &g_empty_span;
     return false;
   }
-  s->add_used(static_cast<std::int32_t>(kCurrentBias));
+  s->add_used(kCurrentBias);
   return true;
 }
 

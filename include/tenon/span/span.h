@@ -55,7 +55,7 @@ struct span {
   // local frees left before the free fast path must take its slow path,
   // used - low_mark: that path's test is then a decrement and a sign test
   // (`subl`, `js`) rather than a compare of two fields. Read and change
-  // through used(), set_used(), add_used(), set_low_mark().
+  // through used(), set_used(), add_used(), remove_used(), set_low_mark().
   std::int32_t until_slow = -1;
   std::uint32_t low_mark = 1;  // local free calls the slow path when used drops below
   // Shared: read by every free, written on (ab)adoption. The owning thread
@@ -82,7 +82,8 @@ struct span {
   // The owner's view of the count (owner-only, like the fields).
   std::uint32_t used() const { return static_cast<std::uint32_t>(until_slow) + low_mark; }
   void set_used(std::uint32_t u) { until_slow = static_cast<std::int32_t>(u - low_mark); }
-  void add_used(std::int32_t d) { until_slow += d; }
+  void add_used(std::uint32_t n) { until_slow += static_cast<std::int32_t>(n); }
+  void remove_used(std::uint32_t n) { until_slow -= static_cast<std::int32_t>(n); }
   void set_low_mark(std::uint32_t m) {
     std::uint32_t u = used();
     low_mark = m;
