@@ -133,14 +133,25 @@ struct percpu_cache : pass_through<Inner> {
     return h != nullptr && h->home == &E.heaps;
   }
 
+  // An empty or full stack, or no region: Inner serves the call. (Misses
+  // are not refilled or drained in batches: each block would still go
+  // through Inner one at a time.)
   __attribute__((noinline)) static void* alloc_miss(std::size_t n) noexcept {
-    make_region();
+    if (__builtin_expect(needs_region(), 0)) make_region();
     return Inner::alloc(n);
   }
 
   __attribute__((noinline)) static void dealloc_miss(void* p) noexcept {
-    make_region();
+    if (__builtin_expect(needs_region(), 0)) make_region();
     Inner::dealloc(p);
+  }
+
+  // This thread's CPU has no region yet; or there is no rseq and the test
+  // knob may be on (not read yet, or on).
+  static bool needs_region() noexcept {
+    int cpu = percpu::current_cpu();
+    if (cpu >= 0) return s_table[cpu + 2].load(std::memory_order_relaxed) == nullptr;
+    return s_pretend.load(std::memory_order_relaxed) != 0;
   }
 
   // Makes the calling thread's CPU's region if it has none: the first
