@@ -106,7 +106,9 @@ TEST(Percpu, EverySizeGivesAUsableBlock) {
     void* p = C::alloc(n);
     ASSERT_NE(p, nullptr);
     EXPECT_GE(C::usable_size(p), n);
-    if (n >= 16) EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 16, 0u) << n;
+    if (n >= 16) {
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 16, 0u) << n;
+    }
     tenon_test::fill_pattern(p, n, n);
     live.push_back(p);
   }

@@ -158,6 +158,7 @@ struct percpu_cache : pass_through<Inner> {
   // thread to claim the CPU (one CAS) reserves and fills it, then publishes
   // it; a racer just goes on without the cache this time.
   __attribute__((noinline)) static void make_region() noexcept {
+    if (!TENON_PERCPU_RSEQ) return;  // built without the sequences: nothing would use a region
     int cpu = percpu::current_cpu();
     if (cpu < 0) {
       if (!pretend()) return;
@@ -207,6 +208,9 @@ struct percpu_cache : pass_through<Inner> {
 
   // trim: every CPU's stacks back to Inner. True if any block went back.
   static bool drain_all() noexcept {
+    // Built without the sequences (ThreadSanitizer, other architectures):
+    // no region is ever made. (TSan would also warn about the fences.)
+    if constexpr (!TENON_PERCPU_RSEQ) return false;
     unsigned limit = s_cpu_limit.load(std::memory_order_acquire);
     if (limit == 0) return false;
     // The CPUs this call stopped (another trim may be draining others).
