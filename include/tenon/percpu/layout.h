@@ -16,11 +16,13 @@ constexpr std::size_t kMaxCached = 1024;
 constexpr unsigned kCachedClasses = size_to_class(kMaxCached) + 1;
 
 // Slots per class: about kClassBytes of blocks, at least kMinSlots and at
-// most kMaxSlots, so that a region is 4 pages and a CPU holds at most about
-// 250 KiB of cached blocks (tcmalloc's per-CPU caches hold up to 1.5 MiB).
-constexpr std::uint32_t kClassBytes = 16 * 1024;
+// most kMaxSlots. A region is then 80 KiB of address space (pages touched as
+// stacks grow) and a CPU holds at most 1.16 MiB of cached blocks
+// (tcmalloc's per-CPU caches: up to 1.5 MiB). Chosen by measurement over 16
+// KiB / 128 slots and 32 KiB / 512 (docs/architecture.md, "Per-CPU caches").
+constexpr std::uint32_t kClassBytes = 64 * 1024;
 constexpr std::uint32_t kMinSlots = 16;
-constexpr std::uint32_t kMaxSlots = 128;
+constexpr std::uint32_t kMaxSlots = 1024;
 
 constexpr std::uint32_t slots_of(unsigned c) {
   std::uint32_t k = kClassBytes / kClasses.size[c];
@@ -46,7 +48,7 @@ constexpr region_layout make_layout() {
 }
 
 inline constexpr region_layout kLayout = make_layout();
-static_assert(kLayout.bytes <= 16 * 1024, "a region is meant to be at most 4 pages");
+static_assert(kLayout.bytes <= 80 * 1024, "a region is meant to be at most 80 KiB");
 
 // Byte offset of class c's stack header in a region (the sequences' h).
 constexpr std::uintptr_t header_of(unsigned c) { return std::uintptr_t{c} * sizeof(class_stack); }
