@@ -14,6 +14,11 @@
 // implement rseq): entries 0 and 1 stay null. The caller then goes to the
 // layer underneath, which is the whole of the fallback.
 //
+// rseq->rseq_cs is left pointing at the descriptor after a sequence (the
+// kernel clears it when it finds the thread outside): one store less a
+// call, and the reason the library holding them must never be unloaded
+// (-z nodelete, as every preloadable tenon library is linked).
+//
 // x86-64 only (the sequences are assembly, shaped like librseq's
 // cmpeqv_storev); ThreadSanitizer cannot see them, so its builds and other
 // architectures compile pop/push as "always fails" and get the fallback.
