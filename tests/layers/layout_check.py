@@ -17,7 +17,7 @@ import sys
 
 # Bottom to top. Each folder may include from its own rank and below.
 LAYERS = ["common", "platform", "span", "lookup", "arena", "heap", "large", "huge", "engine",
-          "frontend", "secure", "measure"]
+          "frontend", "percpu", "secure", "measure"]
 # Folders outside the allocator's layers and what they may include.
 BESIDE = {"pool": "platform"}  # the bulk pool builds on the platform layer only
 # Standalone programs: not loaded as an allocator, free to call the OS.

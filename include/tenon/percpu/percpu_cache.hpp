@@ -1,0 +1,259 @@
+// tenon::percpu_cache<Inner, E>: a front end that caches small blocks per
+// CPU (docs/architecture.md, "Per-CPU caches"). Each CPU has a region of
+// bounded stacks of block pointers, one per size class up to kMaxCached
+// (layout.h); malloc pops from the current CPU's stack and free pushes onto
+// it, each in one restartable sequence (rseq_stack.h). An empty stack, a
+// full one, a CPU without its region yet, or a thread without rseq goes to
+// Inner: where rseq is missing (qemu-user, valgrind, ThreadSanitizer builds,
+// GLIBC_TUNABLES=glibc.pthread.rseq=0, other architectures) the layer is
+// Inner with a few instructions more.
+//
+// Inner must hand out the blocks of engine E's thread heaps unchanged (the
+// default allocator, or layers over it that forward blocks as they are): a
+// freed block's class is read from its span in line, and only blocks whose
+// span belongs to one of E's thread heaps are cached (a first-class heap's
+// block, freed with free(), goes straight back: its heap may be destroyed
+// while the block would sit here).
+//
+// Cached blocks stay allocated as far as Inner knows. trim() (malloc_trim)
+// gives them back from every CPU: it stops each CPU's region (its table
+// entry null, so every sequence there fails), restarts every running
+// sequence of the process (membarrier's rseq restart), after which nothing
+// can commit into a stopped region, drains the stacks into Inner, and puts
+// the regions back. A trim stopped forever leaves those CPUs uncached, and
+// nobody waits for it.
+#pragma once
+#include <errno.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "tenon/layer.hpp"
+#include "tenon/lookup/chunk_map.h"
+#include "tenon/lookup/slice_index.h"
+#include "tenon/percpu/layout.h"
+#include "tenon/percpu/rseq_stack.h"
+#include "tenon/platform/os.h"
+
+namespace tenon {
+
+template <layer Inner, auto& E = g_default_engine>
+struct percpu_cache : pass_through<Inner> {
+  static_assert(!releasable<Inner>, "percpu_cache over a heap: its cached blocks would outlive a release()");
+  using config = typename std::remove_reference_t<decltype(E)>::config;
+
+  __attribute__((always_inline)) static void* alloc(std::size_t n) noexcept {
+    if (__builtin_expect(n <= percpu::kMaxCached, 1)) {
+      void* p;
+      if (__builtin_expect(percpu::pop(s_table, percpu::header_of(kClasses.small[(n + 7) >> 3]), p), 1)) return p;
+      return alloc_miss(n);
+    }
+    return Inner::alloc(n);
+  }
+
+  __attribute__((always_inline)) static void dealloc(void* p) noexcept {
+    std::uintptr_t tag = lookup::tag_of(p);
+    if (__builtin_expect(lookup::is_regular_tagged(p, tag), 1)) {
+      const span* s = lookup::span_of_tagged(p, tag);
+      // A small block of E's heaps, at a multiple of 8 (anything else is no
+      // block start: Inner reports it).
+      if (__builtin_expect(s->kind == span_kind::small && s->cls < percpu::kCachedClasses &&
+                               (reinterpret_cast<std::uintptr_t>(p) & 7) == 0 && of_our_heaps(s),
+                           1)) {
+        if (__builtin_expect(percpu::push(s_table, percpu::header_of(s->cls), p), 1)) return;
+        return dealloc_miss(p);
+      }
+    }
+    Inner::dealloc(p);
+  }
+
+  // calloc: small sizes through the cache (a cached block is not known to be
+  // zero), the rest to Inner, which knows which fresh memory is zero.
+  static void* alloc_zeroed(std::size_t n) noexcept {
+    if (n <= percpu::kMaxCached) {
+      void* p = alloc(n);
+      if (p) std::memset(p, 0, n);
+      return p;
+    }
+    return layer_ops<Inner>::alloc_zeroed(n);
+  }
+
+  // realloc: Inner's, in place where it can. The blocks are Inner's as they
+  // are, so Inner may resize them and free them itself (they only skip the
+  // cache on the way).
+  static void* realloc(void* p, std::size_t n) noexcept { return layer_ops<Inner>::realloc(p, n); }
+
+  static int trim(std::size_t pad) noexcept {
+    int drained = drain_all() ? 1 : 0;
+    return layer_ops<Inner>::trim(pad) | drained;
+  }
+
+  // --- for tests and tools
+
+  // Blocks in every CPU's stacks now (racy while others run).
+  static std::size_t cached_blocks() noexcept {
+    std::size_t n = 0;
+    unsigned limit = s_cpu_limit.load(std::memory_order_acquire);
+    for (unsigned c = 0; c < limit; ++c)
+      if (char* r = s_regions[c].load(std::memory_order_acquire))
+        for (unsigned k = 0; k < percpu::kCachedClasses; ++k) n += (stack(r, k).top - stack(r, k).begin) / 8;
+    return n;
+  }
+
+  // Whether the calling thread's CPU has its region now (a hint: the thread
+  // may move at once).
+  static bool cpu_cached() noexcept {
+    int cpu = percpu::current_cpu();
+    return cpu >= 0 && s_table[cpu + 2].load(std::memory_order_relaxed) != nullptr;
+  }
+
+ private:
+  // States of a CPU's region.
+  enum : std::uint8_t { kNone = 0, kActive = 1, kDraining = 2 };
+
+  static inline constinit percpu::cpu_table s_table{};  // what the sequences read
+  static inline constinit std::atomic<char*> s_regions[percpu::kMaxCpus]{};  // set once per CPU
+  static inline constinit std::atomic<std::uint8_t> s_state[percpu::kMaxCpus]{};
+  static inline constinit std::atomic<unsigned> s_cpu_limit{0};  // above every CPU with a region
+  // TENON_TEST_PERCPU_WITHOUT_RSEQ: -1 not read yet, 0 off, 1 on.
+  static inline constinit std::atomic<int> s_pretend{-1};
+  // Whether membarrier can restart other threads' sequences: 0 not asked, 1, -1.
+  static inline constinit std::atomic<int> s_restarts{0};
+
+  static percpu::class_stack& stack(char* region, unsigned c) {
+    return *reinterpret_cast<percpu::class_stack*>(region + percpu::header_of(c));
+  }
+
+  // The span's owner is one of E's thread heaps (not a first-class heap's,
+  // not abandoned).
+  static bool of_our_heaps(const span* s) {
+    auto* h = static_cast<const thread_heap<config>*>(s->owner.load(std::memory_order_relaxed));
+    return h != nullptr && h->home == &E.heaps;
+  }
+
+  // An empty or full stack, or no region: Inner serves the call. (Misses
+  // are not refilled or drained in batches: each block would still go
+  // through Inner one at a time.)
+  __attribute__((noinline)) static void* alloc_miss(std::size_t n) noexcept {
+    if (__builtin_expect(needs_region(), 0)) make_region();
+    return Inner::alloc(n);
+  }
+
+  __attribute__((noinline)) static void dealloc_miss(void* p) noexcept {
+    if (__builtin_expect(needs_region(), 0)) make_region();
+    Inner::dealloc(p);
+  }
+
+  // This thread's CPU has no region yet; or there is no rseq and the test
+  // knob may be on (not read yet, or on).
+  static bool needs_region() noexcept {
+    int cpu = percpu::current_cpu();
+    if (cpu >= 0) return s_table[cpu + 2].load(std::memory_order_relaxed) == nullptr;
+    return s_pretend.load(std::memory_order_relaxed) != 0;
+  }
+
+  // Makes the calling thread's CPU's region if it has none: the first
+  // thread to claim the CPU (one CAS) reserves and fills it, then publishes
+  // it; a racer just goes on without the cache this time.
+  __attribute__((noinline)) static void make_region() noexcept {
+    if (!TENON_PERCPU_RSEQ) return;  // built without the sequences: nothing would use a region
+    int cpu = percpu::current_cpu();
+    if (cpu < 0) {
+      if (!pretend()) return;
+      percpu::pretend_cpu0();
+      cpu = 0;
+    }
+    if (s_table[cpu + 2].load(std::memory_order_relaxed) != nullptr) return;
+    std::uint8_t none = kNone;
+    if (!s_state[cpu].compare_exchange_strong(none, kActive, std::memory_order_acq_rel)) return;
+    char* r = s_regions[cpu].load(std::memory_order_relaxed);
+    if (!r) {
+      int saved = errno;
+      r = static_cast<char*>(os::reserve(percpu::kLayout.bytes, os::page_size()));
+      errno = saved;
+      if (!r) {
+        s_state[cpu].store(kNone, std::memory_order_release);
+        return;
+      }
+      for (unsigned c = 0; c < percpu::kCachedClasses; ++c)
+        stack(r, c) = {percpu::kLayout.begin[c], percpu::kLayout.begin[c], percpu::kLayout.end[c], 0};
+      s_regions[cpu].store(r, std::memory_order_release);
+    }
+    unsigned limit = s_cpu_limit.load(std::memory_order_relaxed);
+    while (limit < unsigned(cpu) + 1 &&
+           !s_cpu_limit.compare_exchange_weak(limit, unsigned(cpu) + 1, std::memory_order_acq_rel)) {
+    }
+    s_table[cpu + 2].store(r, std::memory_order_release);
+  }
+
+  static bool pretend() {
+    int v = s_pretend.load(std::memory_order_relaxed);
+    if (v < 0) {
+      v = os::env("TENON_TEST_PERCPU_WITHOUT_RSEQ") != nullptr ? 1 : 0;
+      s_pretend.store(v, std::memory_order_relaxed);
+    }
+    return v == 1 && os::single_threaded();
+  }
+
+  static bool restarts_work() {
+    int v = s_restarts.load(std::memory_order_acquire);
+    if (v == 0) {
+      v = os::register_sequence_restarts() ? 1 : -1;
+      s_restarts.store(v, std::memory_order_release);
+    }
+    return v == 1;
+  }
+
+  // trim: every CPU's stacks back to Inner. True if any block went back.
+  static bool drain_all() noexcept {
+    // Built without the sequences (ThreadSanitizer, other architectures):
+    // no region is ever made. (TSan would also warn about the fences.)
+    if constexpr (!TENON_PERCPU_RSEQ) return false;
+    unsigned limit = s_cpu_limit.load(std::memory_order_acquire);
+    if (limit == 0) return false;
+    // The CPUs this call stopped (another trim may be draining others).
+    std::uint64_t mine[percpu::kMaxCpus / 64] = {};
+    bool any = false;
+    for (unsigned c = 0; c < limit; ++c) {
+      std::uint8_t active = kActive;
+      if (s_regions[c].load(std::memory_order_acquire) == nullptr ||
+          !s_state[c].compare_exchange_strong(active, kDraining, std::memory_order_acq_rel))
+        continue;
+      s_table[c + 2].store(nullptr, std::memory_order_relaxed);
+      mine[c / 64] |= std::uint64_t{1} << (c % 64);
+      any = true;
+    }
+    if (!any) return false;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    // A process that never had a second thread has nobody in a sequence;
+    // otherwise every running sequence must restart (and then fail on the
+    // null entry) before the stacks are read. Without membarrier the
+    // stacks stay as they are.
+    bool fenced = os::single_threaded() || (restarts_work() && os::restart_sequences() == 0);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    bool drained = false;
+    for (unsigned c = 0; c < limit; ++c) {
+      if (!(mine[c / 64] >> (c % 64) & 1)) continue;
+      char* r = s_regions[c].load(std::memory_order_acquire);
+      if (fenced) {
+        for (unsigned k = 0; k < percpu::kCachedClasses; ++k) {
+          percpu::class_stack& st = stack(r, k);
+          for (std::uint32_t at = st.begin; at < st.top; at += 8) {
+            void* p;
+            std::memcpy(&p, r + at, sizeof p);
+            Inner::dealloc(p);
+            drained = true;
+          }
+          st.top = st.begin;
+        }
+      }
+      s_table[c + 2].store(r, std::memory_order_release);
+      s_state[c].store(kActive, std::memory_order_release);
+    }
+    return drained;
+  }
+};
+
+}  // namespace tenon

@@ -1,0 +1,433 @@
+// tenon::percpu_cache (<tenon/percpu/percpu_cache.hpp>): correctness of the
+// per-CPU front end over the default allocator, with rseq where the machine
+// has it and the fallback where it does not (the same tests run again with
+// GLIBC_TUNABLES=glibc.pthread.rseq=0: tests/percpu/CMakeLists.txt). Checks
+// that need the caches working skip with a message when rseq is absent
+// (qemu-user, valgrind, ThreadSanitizer builds). Speed is never asserted.
+#include <errno.h>
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <tenon/layer.hpp>
+#include <tenon/percpu/percpu_cache.hpp>
+#include <tenon/tenon.h>
+
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "test_support.h"
+
+namespace {
+
+bool check_pattern(const void* p, std::size_t n, std::uint64_t seed) {
+  return tenon_test::first_pattern_mismatch(p, n, seed) == n;
+}
+
+using C = tenon::percpu_cache<tenon::default_allocator>;
+using ops = tenon::layer_ops<C>;
+
+// Whether this process runs restartable sequences: built with them, glibc
+// registered them, and the kernel wrote a CPU number.
+bool rseq_here() {
+#if TENON_PERCPU_RSEQ
+  return __rseq_size > 0 && tenon::percpu::current_cpu() >= 0;
+#else
+  return false;
+#endif
+}
+
+// Run with GLIBC_TUNABLES=glibc.pthread.rseq=0 (the second run in CMakeLists.txt).
+bool fallback_expected() {
+  const char* t = std::getenv("GLIBC_TUNABLES");
+  return t != nullptr && std::strstr(t, "glibc.pthread.rseq=0") != nullptr;
+}
+
+unsigned cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return static_cast<unsigned>(CPU_COUNT(&set));
+}
+
+// The n-th CPU this process may run on.
+int nth_allowed_cpu(unsigned n) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  sched_getaffinity(0, sizeof set, &set);
+  for (int c = 0, seen = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set) && static_cast<unsigned>(seen++) == n) return c;
+  return -1;
+}
+
+bool pin_to(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return sched_setaffinity(0, sizeof set, &set) == 0;
+}
+
+void unpin() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (unsigned i = 0; i < cpus(); ++i) CPU_SET(nth_allowed_cpu(i), &set);
+  sched_setaffinity(0, sizeof set, &set);
+}
+
+std::size_t size_for(std::uint64_t r) {
+  switch (r % 8) {
+    case 0: return r % 16;
+    case 1: return 16 + r % 48;
+    case 2: return 64 + r % 192;
+    case 3: case 4: return r % 1025;     // every cached class
+    case 5: return 1025 + r % 3000;      // above the cache
+    case 6: return 24;
+    default: return 128;
+  }
+}
+
+TEST(Percpu, FallbackIsWhatTheEnvironmentSays) {
+  if (fallback_expected()) {
+    EXPECT_FALSE(rseq_here()) << "GLIBC_TUNABLES=glibc.pthread.rseq=0 should leave no rseq";
+  } else if (!rseq_here()) {
+    GTEST_SKIP() << "no rseq here (qemu-user, valgrind, ThreadSanitizer, or not x86-64): the layer is its fallback";
+  }
+}
+
+TEST(Percpu, EverySizeGivesAUsableBlock) {
+  std::vector<void*> live;
+  for (std::size_t n = 0; n <= 2100; ++n) {
+    void* p = C::alloc(n);
+    ASSERT_NE(p, nullptr);
+    EXPECT_GE(C::usable_size(p), n);
+    if (n >= 16) {
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 16, 0u) << n;
+    }
+    tenon_test::fill_pattern(p, n, n);
+    live.push_back(p);
+  }
+  for (std::size_t n = 0; n < live.size(); ++n) {
+    EXPECT_TRUE(check_pattern(live[n], n, n)) << n;
+    C::dealloc(live[n]);
+  }
+  C::dealloc(nullptr);
+  // calloc of a block that was cached (and written) is zero.
+  for (int i = 0; i < 64; ++i) {
+    auto* z = static_cast<unsigned char*>(ops::alloc_zeroed(100));
+    ASSERT_NE(z, nullptr);
+    for (int k = 0; k < 100; ++k) ASSERT_EQ(z[k], 0) << k;
+    std::memset(z, 0xAB, 100);
+    C::dealloc(z);
+  }
+  // realloc keeps the contents across classes and beyond the cache.
+  void* p = C::alloc(10);
+  std::memcpy(p, "0123456789", 10);
+  for (std::size_t n : {20, 200, 1000, 5000, 100000, 40, 8}) {
+    p = ops::realloc(p, n);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(std::memcmp(p, "01234567", 8), 0) << n;
+  }
+  C::dealloc(p);
+}
+
+TEST(Percpu, FreedBlockComesBackOnTheSameCpu) {
+  if (!rseq_here()) GTEST_SKIP() << "no rseq here: nothing is cached";
+  ASSERT_TRUE(pin_to(nth_allowed_cpu(0)));
+  void* warm = C::alloc(48);  // makes this CPU's region
+  C::dealloc(warm);
+  EXPECT_TRUE(C::cpu_cached());
+  int same = 0;
+  for (int i = 0; i < 100; ++i) {
+    void* a = C::alloc(48);
+    C::dealloc(a);
+    void* b = C::alloc(48);
+    same += a == b;
+    C::dealloc(b);
+  }
+  unpin();
+  // A migration between the two calls could move us; nearly all must hit.
+  EXPECT_GE(same, 90);
+}
+
+TEST(Percpu, HeapBlocksAreNotCached) {
+  if (!rseq_here()) GTEST_SKIP() << "no rseq here: nothing is cached";
+  ASSERT_TRUE(pin_to(nth_allowed_cpu(0)));
+  void* warm = C::alloc(64);
+  C::dealloc(warm);
+  C::trim(0);
+  tenon_heap_t* h = tenon_heap_new(nullptr);
+  ASSERT_NE(h, nullptr);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 50; ++i) blocks.push_back(tenon_heap_malloc(h, 64));
+  std::size_t before = C::cached_blocks();
+  for (void* b : blocks) C::dealloc(b);  // free() of a heap's block
+  EXPECT_EQ(C::cached_blocks(), before);
+  tenon_heap_destroy(h);
+  unpin();
+}
+
+// Many threads, every cached class and some above, each freeing the blocks
+// of another thread; every block checked for its own pattern before it goes.
+TEST(Percpu, CrossThreadFreesKeepContents) {
+  const unsigned threads = 8;
+  const std::size_t per_round = tenon_test::scaled(2000), rounds = 20;
+  std::vector<std::vector<std::pair<void*, std::size_t>>> lists(threads);
+  std::barrier sync(threads);
+  std::atomic<unsigned> bad{0};
+  std::vector<std::thread> ts;
+  for (unsigned t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] {
+      std::uint64_t r = tenon_test::mix(t + 1);
+      for (std::size_t round = 0; round < rounds; ++round) {
+        auto& mine = lists[t];
+        for (std::size_t i = 0; i < per_round; ++i) {
+          r = tenon_test::mix(r);
+          std::size_t n = size_for(r);
+          void* p = C::alloc(n);
+          if (!p) { bad.fetch_add(1); continue; }
+          tenon_test::fill_pattern(p, n, reinterpret_cast<std::uintptr_t>(p) ^ n);
+          mine.emplace_back(p, n);
+          // A few freed at once by their own thread: local frees too.
+          if (r % 5 == 0) {
+            auto [q, m] = mine.back();
+            mine.pop_back();
+            if (!check_pattern(q, m, reinterpret_cast<std::uintptr_t>(q) ^ m)) bad.fetch_add(1);
+            C::dealloc(q);
+          }
+        }
+        sync.arrive_and_wait();
+        auto& theirs = lists[(t + round + 1) % threads];
+        sync.arrive_and_wait();
+        // Each thread frees the list of another (all lists are taken once).
+        for (auto [q, m] : theirs) {
+          if (!check_pattern(q, m, reinterpret_cast<std::uintptr_t>(q) ^ m)) bad.fetch_add(1);
+          C::dealloc(q);
+        }
+        theirs.clear();
+        sync.arrive_and_wait();
+      }
+    });
+  for (auto& th : ts) th.join();
+  EXPECT_EQ(bad.load(), 0u);
+}
+
+// Threads moved between CPUs while they allocate and free: a sequence cut by
+// the migration restarts on the new CPU; nothing is lost or handed out twice.
+TEST(Percpu, MigrationBetweenCpus) {
+  if (cpus() < 2) GTEST_SKIP() << "one CPU: nothing to migrate between";
+  const unsigned threads = 4;
+  const std::size_t iters = tenon_test::scaled(400000);
+  std::atomic<unsigned> bad{0};
+  std::vector<std::thread> ts;
+  for (unsigned t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] {
+      std::uint64_t r = tenon_test::mix(100 + t);
+      std::vector<std::pair<void*, std::size_t>> live;
+      for (std::size_t i = 0; i < iters; ++i) {
+        if (i % 97 == 0) pin_to(nth_allowed_cpu(static_cast<unsigned>((i / 97 + t) % 2)));
+        r = tenon_test::mix(r);
+        if (live.size() < 64 || r % 2) {
+          std::size_t n = size_for(r);
+          void* p = C::alloc(n);
+          if (!p) { bad.fetch_add(1); continue; }
+          tenon_test::fill_pattern(p, n, reinterpret_cast<std::uintptr_t>(p) + t);
+          live.emplace_back(p, n);
+        } else {
+          std::size_t k = r % live.size();
+          auto [q, m] = live[k];
+          live[k] = live.back();
+          live.pop_back();
+          if (!check_pattern(q, m, reinterpret_cast<std::uintptr_t>(q) + t)) bad.fetch_add(1);
+          C::dealloc(q);
+        }
+      }
+      for (auto [q, m] : live) {
+        if (!check_pattern(q, m, reinterpret_cast<std::uintptr_t>(q) + t)) bad.fetch_add(1);
+        C::dealloc(q);
+      }
+    });
+  for (auto& th : ts) th.join();
+  unpin();
+  EXPECT_EQ(bad.load(), 0u);
+}
+
+// Signals aimed at a thread while it allocates and frees: a signal that
+// lands inside a sequence aborts it before the handler runs, and the thread
+// starts the sequence again when the handler returns; its blocks keep their
+// contents and nothing is handed out twice. (The handler does not allocate:
+// malloc is not async-signal-safe, and a handler interrupting the thread
+// heaps underneath, on a miss, would break them, as it would with
+// libtenon.so alone.)
+std::atomic<unsigned> g_handler_runs{0};
+void counting_handler(int) { g_handler_runs.fetch_add(1, std::memory_order_relaxed); }
+
+TEST(Percpu, SignalsInsideSequences) {
+  struct sigaction sa {}, old {};
+  sa.sa_handler = counting_handler;
+  sigemptyset(&sa.sa_mask);
+  ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+  std::atomic<bool> stop{false};
+  std::atomic<unsigned> bad{0};
+  std::thread worker([&] {
+    std::uint64_t r = tenon_test::mix(77);
+    std::vector<std::pair<void*, std::size_t>> live;
+    while (!stop.load(std::memory_order_relaxed)) {
+      r = tenon_test::mix(r);
+      if (live.size() < 200 || r % 2) {
+        std::size_t n = 32 + r % 64;  // the handler's class among them
+        void* p = C::alloc(n);
+        if (!p) { bad.fetch_add(1); continue; }
+        tenon_test::fill_pattern(p, n, reinterpret_cast<std::uintptr_t>(p));
+        live.emplace_back(p, n);
+      } else {
+        std::size_t k = r % live.size();
+        auto [q, m] = live[k];
+        live[k] = live.back();
+        live.pop_back();
+        if (!check_pattern(q, m, reinterpret_cast<std::uintptr_t>(q))) bad.fetch_add(1);
+        C::dealloc(q);
+      }
+    }
+    for (auto [q, m] : live) {
+      if (!check_pattern(q, m, reinterpret_cast<std::uintptr_t>(q))) bad.fetch_add(1);
+      C::dealloc(q);
+    }
+  });
+  // Until the handler ran this often (pending signals merge), or 5 s.
+  const unsigned runs = tenon_test::kSanitized ? 2000 : 20000;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (g_handler_runs.load(std::memory_order_relaxed) < runs && std::chrono::steady_clock::now() < deadline) {
+    pthread_kill(worker.native_handle(), SIGUSR1);
+    std::this_thread::yield();
+  }
+  stop = true;
+  worker.join();
+  sigaction(SIGUSR1, &old, nullptr);
+  EXPECT_EQ(bad.load(), 0u);
+  EXPECT_GT(g_handler_runs.load(), 0u);
+}
+
+// fork() while other threads allocate and free through the caches: the child
+// allocates and frees at once (the caches and the heaps under them are
+// usable, nothing waits for a thread that is not there).
+TEST(Percpu, ForkFromBusyProcess) {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> ts;
+  for (unsigned t = 0; t < 3; ++t)
+    ts.emplace_back([&, t] {
+      std::uint64_t r = tenon_test::mix(200 + t);
+      while (!stop.load(std::memory_order_relaxed)) {
+        void* ps[16];
+        for (auto& p : ps) {
+          r = tenon_test::mix(r);
+          p = C::alloc(size_for(r));
+        }
+        for (void* p : ps) C::dealloc(p);
+      }
+    });
+  const int forks = tenon_test::kSanitized ? 10 : 40;
+  int failed = 0;
+  for (int i = 0; i < forks; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      std::vector<void*> v;
+      v.reserve(4096);
+      for (int k = 0; k < 4000; ++k) {
+        void* p = C::alloc(static_cast<std::size_t>(k % 1100));
+        if (!p) _exit(2);
+        std::memset(p, k & 0xFF, static_cast<std::size_t>(k % 1100));
+        v.push_back(p);
+      }
+      for (int k = 0; k < 4000; ++k) {
+        auto* c = static_cast<unsigned char*>(v[static_cast<std::size_t>(k)]);
+        if (k % 1100 && c[k % 1100 - 1] != (k & 0xFF)) _exit(3);
+        C::dealloc(c);
+      }
+      C::trim(0);
+      _exit(0);
+    }
+    // Poll with a deadline: a child that hangs must fail the test, not stall it.
+    int status = 0;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  stop = true;
+  for (auto& th : ts) th.join();
+  EXPECT_EQ(failed, 0);
+}
+
+// malloc_trim gives every cached block back (from every CPU), also while
+// other threads keep allocating and freeing through the caches.
+TEST(Percpu, TrimDrainsEveryCpu) {
+  // Fill the stacks of each CPU we may run on.
+  for (unsigned i = 0; i < cpus() && i < 4; ++i) {
+    if (!pin_to(nth_allowed_cpu(i))) continue;
+    std::vector<void*> v;
+    for (int k = 0; k < 200; ++k) v.push_back(C::alloc(static_cast<std::size_t>(8 + k % 500)));
+    for (void* p : v) C::dealloc(p);
+  }
+  unpin();
+  if (!rseq_here()) {
+    EXPECT_EQ(C::cached_blocks(), 0u) << "without rseq nothing may be cached";
+    GTEST_SKIP() << "no rseq here: nothing to drain";
+  }
+  EXPECT_GT(C::cached_blocks(), 0u);
+  C::trim(0);
+  EXPECT_EQ(C::cached_blocks(), 0u);
+
+  // Concurrent: workers hammer while the main thread trims again and again.
+  std::atomic<bool> stop{false};
+  std::atomic<unsigned> bad{0};
+  std::vector<std::thread> ts;
+  for (unsigned t = 0; t < 3; ++t)
+    ts.emplace_back([&, t] {
+      std::uint64_t r = tenon_test::mix(300 + t);
+      std::vector<std::pair<void*, std::size_t>> live;
+      while (!stop.load(std::memory_order_relaxed)) {
+        r = tenon_test::mix(r);
+        if (live.size() < 100 || r % 2) {
+          std::size_t n = size_for(r);
+          void* p = C::alloc(n);
+          if (!p) { bad.fetch_add(1); continue; }
+          tenon_test::fill_pattern(p, n, reinterpret_cast<std::uintptr_t>(p));
+          live.emplace_back(p, n);
+        } else {
+          std::size_t k = r % live.size();
+          auto [q, m] = live[k];
+          live[k] = live.back();
+          live.pop_back();
+          if (!check_pattern(q, m, reinterpret_cast<std::uintptr_t>(q))) bad.fetch_add(1);
+          C::dealloc(q);
+        }
+      }
+      for (auto [q, m] : live) C::dealloc(q);
+    });
+  for (int i = 0; i < (tenon_test::kSanitized ? 20 : 100); ++i) {
+    C::trim(0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  stop = true;
+  for (auto& th : ts) th.join();
+  EXPECT_EQ(bad.load(), 0u);
+  C::trim(0);
+  EXPECT_EQ(C::cached_blocks(), 0u);
+}
+
+}  // namespace
