@@ -1,15 +1,20 @@
 // Secure layers: quarantine<Inner>, delayed reuse. A freed block is not given
-// back to Inner at once: it takes one of kSlots slots of its thread's stripe
+// back to Inner at once: it takes one of the slots of its thread's stripe
 // (kStripes stripes, a thread's chosen by its address), and the block that
 // held the slot goes back instead. Each thread walks its stripe's slots in
-// turn, so in a thread that frees alone a block waits exactly kSlots frees.
-// While it waits, the block reads as zeros from byte 16 to byte kZeroed (zeroed
-// on entry: the program's data is gone), and on its way out those zeros are
-// checked: a write after free there ends the program (kZero: small blocks).
-// Big blocks (kZero false) are made inaccessible while they wait, all but
-// their first page (which keeps the header an outer layer checks): a read or
-// write after free there faults at the access (SIGSEGV). Blocks of kMinBlock
-// to kMaxBlock usable bytes wait; others go back at once.
+// turn, so in a thread that frees alone a block waits exactly as many frees as
+// its pool has slots. Two pools, told apart by Inner's usable size with one
+// lookup per block:
+//   small (up to kMaxSmallBlock bytes, kSmallSlots slots): while it waits, the
+//     block reads as zeros from byte 16 to byte kZeroed (zeroed on entry: the
+//     program's data is gone), and on its way out those zeros are checked: a
+//     write after free there ends the program;
+//   large (to kMaxLargeBlock, kLargeSlots slots): inaccessible while it waits,
+//     all but its first page (which keeps the header an outer layer checks): a
+//     read or write after free there faults at the access (SIGSEGV).
+// Others (blocks of 16 bytes or less, huge blocks) go back at once.
+// One layer for both pools, not one over the other, so that a block is looked
+// up once on its way in and once on its way out.
 //
 // Lock-free: one atomic exchange per free, no shared counter; the slots are
 // process-wide, so a thread's exit strands nothing. trim() gives every
@@ -26,22 +31,28 @@
 #include "tenon/lookup/slice_index.h"
 #include "tenon/platform/misuse.h"
 #include "tenon/platform/os.h"
+#include "tenon/secure/zeroed.h"
 
 namespace tenon::secure {
 
-template <layer Inner, std::size_t kSlots, std::size_t kMinBlock, std::size_t kMaxBlock, bool kZero,
-          std::size_t kStripes = 16, std::size_t kZeroed = 4096>
+template <layer Inner, std::size_t kSmallSlots, std::size_t kMaxSmallBlock, std::size_t kLargeSlots,
+          std::size_t kMaxLargeBlock, std::size_t kStripes = 16, std::size_t kZeroed = 4096>
 struct quarantine : pass_through<Inner> {
   static constexpr std::size_t kKept = 16;  // the bytes a free block's owner may use (links, header)
 
   static void dealloc(void* p) noexcept {
     if (!p) return;
     std::size_t n = block_size(p);
-    if (n > kMaxBlock || n < kMinBlock || n <= kKept) return Inner::dealloc(p);
-    if (kZero) std::memset(static_cast<char*>(p) + kKept, 0, zeroed(n) - kKept);
-    if (!kZero) guard(p, n, false);
-    void* out = slot().exchange(p, std::memory_order_acq_rel);
-    if (out) leave(out);
+    if (__builtin_expect(n <= kMaxSmallBlock && n > kKept, 1)) {
+      zero_words(static_cast<unsigned char*>(p) + kKept, zeroed(n) - kKept);
+      void* out = small_slot().exchange(p, std::memory_order_acq_rel);
+      if (out) leave_small(out);
+      return;
+    }
+    if (n <= kKept || n > kMaxLargeBlock) return Inner::dealloc(p);
+    guard(p, n, false);
+    void* out = large_slot().exchange(p, std::memory_order_acq_rel);
+    if (out) leave_large(out);
   }
 
   static int trim(std::size_t pad) noexcept {
@@ -60,8 +71,10 @@ struct quarantine : pass_through<Inner> {
 
  private:
   static void drain() {
-    for (std::size_t i = 0; i < kSlots * kStripes; ++i)
-      if (void* out = slots()[i].exchange(nullptr, std::memory_order_acq_rel)) leave(out);
+    for (std::size_t i = 0; i < kSmallSlots * kStripes; ++i)
+      if (void* out = small_slots()[i].exchange(nullptr, std::memory_order_acq_rel)) leave_small(out);
+    for (std::size_t i = 0; i < kLargeSlots * kStripes; ++i)
+      if (void* out = large_slots()[i].exchange(nullptr, std::memory_order_acq_rel)) leave_large(out);
   }
 
   static std::size_t zeroed(std::size_t n) { return n < kZeroed ? n : kZeroed; }
@@ -76,16 +89,33 @@ struct quarantine : pass_through<Inner> {
     return Inner::usable_size(p);
   }
 
-  static std::atomic<void*>* slots() {
-    static constinit std::atomic<void*> s[kSlots * kStripes]{};
+  static std::atomic<void*>* small_slots() {
+    static constinit std::atomic<void*> s[kSmallSlots * kStripes]{};
+    return s;
+  }
+  static std::atomic<void*>* large_slots() {
+    static constinit std::atomic<void*> s[kLargeSlots * kStripes]{};
     return s;
   }
 
-  // The next slot of this thread's stripe.
-  static std::atomic<void*>& slot() {
-    static constinit thread_local unsigned turn __attribute__((tls_model("initial-exec"))) = 0;
-    std::uintptr_t me = reinterpret_cast<std::uintptr_t>(&turn) * 0x9e3779b97f4a7c15ull;
-    return slots()[(me >> 58) % kStripes * kSlots + turn++ % kSlots];
+  // This thread's stripe (by its TLS address: threads rarely share one) and
+  // its turn, the next slot of the stripe in each pool.
+  struct walk {
+    unsigned small, large;
+  };
+  static walk& turn() {
+    static constinit thread_local walk t __attribute__((tls_model("initial-exec"))) = {0, 0};
+    return t;
+  }
+  static std::size_t stripe() {
+    std::uintptr_t me = reinterpret_cast<std::uintptr_t>(&turn()) * 0x9e3779b97f4a7c15ull;
+    return (me >> 58) % kStripes;
+  }
+  static std::atomic<void*>& small_slot() {
+    return small_slots()[stripe() * kSmallSlots + turn().small++ % kSmallSlots];
+  }
+  static std::atomic<void*>& large_slot() {
+    return large_slots()[stripe() * kLargeSlots + turn().large++ % kLargeSlots];
   }
 
   // Pages of a big block past its first, inaccessible or accessible again.
@@ -96,22 +126,24 @@ struct quarantine : pass_through<Inner> {
     if (end > start) os::protect(reinterpret_cast<void*>(start), end - start, accessible);
   }
 
-  static void leave(void* p) {
-    if (kZero) {
-      auto* c = static_cast<const unsigned char*>(p);
-      std::size_t n = block_size(p), end = zeroed(n);
-      std::uint64_t any = 0;  // one OR over the words (vectorised), then find the byte
-      for (std::size_t i = kKept; i + 8 <= end; i += 8) {
-        std::uint64_t w;
-        std::memcpy(&w, c + i, 8);
-        any |= w;
-      }
-      if (any)
-        for (std::size_t i = kKept; i < end; ++i)
-          if (c[i] != 0) report_misuse("free", c + i, "write after free (in a block waiting in quarantine)", n);
-    }
-    if (!kZero) guard(p, block_size(p), true);
+  // A small block leaves: its zeros are checked (the size looked up again:
+  // the slot holds the pointer alone), then Inner has it.
+  static void leave_small(void* p) {
+    auto* c = static_cast<const unsigned char*>(p);
+    std::size_t n = block_size(p);
+    if (__builtin_expect(!all_zero(c + kKept, zeroed(n) - kKept), 0)) report_write_after_free(c, zeroed(n), n);
     Inner::dealloc(p);
+  }
+
+  static void leave_large(void* p) {
+    guard(p, block_size(p), true);
+    Inner::dealloc(p);
+  }
+
+  [[gnu::cold, gnu::noinline]] static void report_write_after_free(const unsigned char* c, std::size_t end,
+                                                                   std::size_t n) {
+    for (std::size_t i = kKept; i < end; ++i)
+      if (c[i] != 0) report_misuse("free", c + i, "write after free (in a block waiting in quarantine)", n);
   }
 };
 
