@@ -1,10 +1,8 @@
 // Secure layers: quarantine<Inner>, delayed reuse. A freed block is not given
-// back to Inner at once: it takes one of the slots of its thread's stripe
-// (kStripes stripes, a thread's chosen by its address), and the block that
-// held the slot goes back instead. Each thread walks its stripe's slots in
-// turn, so in a thread that frees alone a block waits exactly as many frees as
-// its pool has slots. Two pools, told apart by Inner's usable size with one
-// lookup per block:
+// back to Inner at once: it takes the next slot of its thread's ring, and the
+// block that held the slot goes back instead, so a block waits exactly as
+// many frees of its thread as its pool has slots. Two pools, told apart by
+// Inner's usable size with one lookup per block:
 //   small (up to kMaxSmallBlock bytes, kSmallSlots slots): while it waits, the
 //     block reads as zeros from byte 16 to byte kZeroed (zeroed on entry: the
 //     program's data is gone), and on its way out those zeros are checked: a
@@ -16,10 +14,18 @@
 // One layer for both pools, not one over the other, so that a block is looked
 // up once on its way in and once on its way out.
 //
-// Lock-free: one atomic exchange per free, no shared counter; the slots are
-// process-wide, so a thread's exit strands nothing. trim() gives every
-// waiting block back, and so does release() before a heap underneath drops
-// everything.
+// Where blocks wait. Over the process allocator, in a ring of the thread's
+// own (plain loads and stores: no atomic instruction on a free), allocated
+// from Inner at the thread's first free and drained by a thread-exit hook
+// (a pthread key), so a thread's exit strands nothing; frees before the ring
+// exists, after the hook ran (a later key's destructor) or when it could not
+// be had take the shared slots: process-wide atomics, kStripes stripes (a
+// thread's by its TLS address), one atomic exchange per free. Over a heap
+// that can be released (tenon::heap_layer), always the shared slots, which
+// release() can reach from any thread. Lock-free either way: no free waits
+// for another thread. trim() gives back the shared slots' blocks and the
+// calling thread's ring (another thread's ring is its own); release() every
+// waiting block before a heap underneath drops everything.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -45,18 +51,36 @@ struct quarantine : pass_through<Inner> {
     std::size_t n = block_size(p);
     if (__builtin_expect(n <= kMaxSmallBlock && n > kKept, 1)) {
       zero_words(static_cast<unsigned char*>(p) + kKept, zeroed(n) - kKept);
-      void* out = small_slot().exchange(p, std::memory_order_acq_rel);
+      ring* r = kRings ? mine().r : nullptr;
+      void* out;
+      if (__builtin_expect(r != nullptr, 1)) {
+        void*& slot = r->small[r->small_turn++ % kSmallSlots];
+        out = slot;
+        slot = p;
+      } else {
+        out = wait_shared(p, true);
+      }
       if (out) leave_small(out);
       return;
     }
     if (n <= kKept || n > kMaxLargeBlock) return Inner::dealloc(p);
     guard(p, n, false);
-    void* out = large_slot().exchange(p, std::memory_order_acq_rel);
+    ring* r = kRings ? mine().r : nullptr;
+    void* out;
+    if (r) {
+      void*& slot = r->large[r->large_turn++ % kLargeSlots];
+      out = slot;
+      slot = p;
+    } else {
+      out = wait_shared(p, false);
+    }
     if (out) leave_large(out);
   }
 
   static int trim(std::size_t pad) noexcept {
     drain();
+    if (kRings)
+      if (ring* r = mine().r) drain_ring(r);
     return layer_ops<Inner>::trim(pad);
   }
 
@@ -70,6 +94,90 @@ struct quarantine : pass_through<Inner> {
   }
 
  private:
+  // Rings over the process allocator; a releasable heap keeps the shared
+  // slots only, for release() to reach every waiting block.
+  static constexpr bool kRings = !releasable<Inner>;
+
+  struct ring {
+    void* small[kSmallSlots];
+    void* large[kLargeSlots];
+    unsigned small_turn, large_turn;
+  };
+  // This thread's ring; `shared` once the thread must use the shared slots
+  // (its ring drained at exit, or none to be had), `making` while its ring is
+  // made (a nested free, from the key's calloc, waits in the shared slots).
+  enum class state : unsigned char { none, making, ring, shared };
+  struct thread_ring {
+    ring* r;
+    state st;
+  };
+  static thread_ring& mine() {
+    static constinit thread_local thread_ring t __attribute__((tls_model("initial-exec"))) = {nullptr, state::none};
+    return t;
+  }
+  static std::atomic<long>& key_cell() {
+    static constinit std::atomic<long> k{-1};
+    return k;
+  }
+
+  // A free with no ring: make the thread's ring at its first free, else the
+  // shared slots. Returns the block that leaves.
+  [[gnu::noinline]] static void* wait_shared(void* p, bool small) {
+    if (kRings && mine().st == state::none && make_ring()) {
+      ring* r = mine().r;
+      void*& slot = small ? r->small[r->small_turn++ % kSmallSlots] : r->large[r->large_turn++ % kLargeSlots];
+      void* out = slot;
+      slot = p;
+      return out;
+    }
+    return (small ? small_slot() : large_slot()).exchange(p, std::memory_order_acq_rel);
+  }
+
+  static bool make_ring() {
+    thread_ring& t = mine();
+    t.st = state::making;
+    auto* r = static_cast<ring*>(Inner::alloc(sizeof(ring)));
+    long key = r ? os::shared_thread_key(key_cell(), on_thread_exit) : -1;
+    if (!r || key == -1) {
+      if (r) Inner::dealloc(r);
+      t.st = state::shared;
+      return false;
+    }
+    std::memset(r, 0, sizeof *r);
+    if (!os::thread_key_set(key, r)) {
+      Inner::dealloc(r);
+      t.st = state::shared;
+      return false;
+    }
+    t.r = r;
+    t.st = state::ring;
+    return true;
+  }
+
+  // The thread-exit hook: the ring's blocks leave (checked) and the ring goes
+  // back; the thread's later frees take the shared slots.
+  static void on_thread_exit(void* arg) {
+    auto* r = static_cast<ring*>(arg);
+    thread_ring& t = mine();
+    t.r = nullptr;
+    t.st = state::shared;
+    drain_ring(r);
+    Inner::dealloc(r);
+  }
+
+  static void drain_ring(ring* r) {
+    for (void*& slot : r->small)
+      if (void* out = slot) {
+        slot = nullptr;
+        leave_small(out);
+      }
+    for (void*& slot : r->large)
+      if (void* out = slot) {
+        slot = nullptr;
+        leave_large(out);
+      }
+  }
+
   static void drain() {
     for (std::size_t i = 0; i < kSmallSlots * kStripes; ++i)
       if (void* out = small_slots()[i].exchange(nullptr, std::memory_order_acq_rel)) leave_small(out);
