@@ -15,9 +15,12 @@
 // up once on its way in and once on its way out.
 //
 // Where blocks wait. Over the process allocator, in a ring of the thread's
-// own (plain loads and stores: no atomic instruction on a free), allocated
-// from Inner at the thread's first free and drained by a thread-exit hook
-// (a pthread key), so a thread's exit strands nothing; frees before the ring
+// own (plain loads and stores: no atomic instruction on a free; the ring
+// keeps each block's size, so a block leaving is not looked up again), in a
+// mapping of its own made at the thread's first free (not a heap block,
+// which an overflow from its neighbour could reach) and drained by a
+// thread-exit hook (a pthread key), so a thread's exit strands nothing; frees
+// before the ring
 // exists, after the hook ran (a later key's destructor) or when it could not
 // be had take the shared slots: process-wide atomics, kStripes stripes (a
 // thread's by its TLS address), one atomic exchange per free. Over a heap
@@ -52,33 +55,29 @@ struct quarantine : pass_through<Inner> {
     if (__builtin_expect(n <= kMaxSmallBlock && n > kKept, 1)) {
       zero_words(static_cast<unsigned char*>(p) + kKept, zeroed(n) - kKept);
       ring* r = kRings ? mine().r : nullptr;
-      void* out;
       if (__builtin_expect(r != nullptr, 1)) {
-        void*& slot = r->small[r->small_turn++ % kSmallSlots];
-        out = slot;
-        slot = p;
-      } else {
-        out = wait_shared(p, true);
+        entry out = r->small[r->small_turn % kSmallSlots];
+        r->small[r->small_turn++ % kSmallSlots] = {p, n};
+        if (out.p) leave_small(out.p, out.n);
+      } else if (void* out = wait_shared(p, n, true)) {
+        leave_small(out, block_size(out));
       }
-      if (out) leave_small(out);
       return;
     }
     if (n <= kKept || n > kMaxLargeBlock) return Inner::dealloc(p);
     guard(p, n, false);
     ring* r = kRings ? mine().r : nullptr;
-    void* out;
     if (r) {
-      void*& slot = r->large[r->large_turn++ % kLargeSlots];
-      out = slot;
-      slot = p;
-    } else {
-      out = wait_shared(p, false);
+      entry out = r->large[r->large_turn % kLargeSlots];
+      r->large[r->large_turn++ % kLargeSlots] = {p, n};
+      if (out.p) leave_large(out.p, out.n);
+    } else if (void* out = wait_shared(p, n, false)) {
+      leave_large(out, block_size(out));
     }
-    if (out) leave_large(out);
   }
 
   static int trim(std::size_t pad) noexcept {
-    drain();
+    drain_shared();
     if (kRings)
       if (ring* r = mine().r) drain_ring(r);
     return layer_ops<Inner>::trim(pad);
@@ -89,7 +88,7 @@ struct quarantine : pass_through<Inner> {
   static void release() noexcept
     requires releasable<Inner>
   {
-    drain();
+    drain_shared();
     Inner::release();
   }
 
@@ -98,14 +97,21 @@ struct quarantine : pass_through<Inner> {
   // slots only, for release() to reach every waiting block.
   static constexpr bool kRings = !releasable<Inner>;
 
+  struct entry {
+    void* p;
+    std::size_t n;  // Inner's usable size, read when the block came in
+  };
   struct ring {
-    void* small[kSmallSlots];
-    void* large[kLargeSlots];
+    entry small[kSmallSlots];
+    entry large[kLargeSlots];
     unsigned small_turn, large_turn;
   };
+  static std::size_t ring_bytes() { return (sizeof(ring) + os::page_size() - 1) & ~(os::page_size() - 1); }
+
   // This thread's ring; `shared` once the thread must use the shared slots
   // (its ring drained at exit, or none to be had), `making` while its ring is
-  // made (a nested free, from the key's calloc, waits in the shared slots).
+  // made (a free nested in that, from the key's calloc, takes the shared
+  // slots).
   enum class state : unsigned char { none, making, ring, shared };
   struct thread_ring {
     ring* r;
@@ -120,15 +126,14 @@ struct quarantine : pass_through<Inner> {
     return k;
   }
 
-  // A free with no ring: make the thread's ring at its first free, else the
-  // shared slots. Returns the block that leaves.
-  [[gnu::noinline]] static void* wait_shared(void* p, bool small) {
+  // A free with no ring: the thread's ring is made at its first free, else the
+  // block waits in the shared slots. Returns the block that leaves (its size
+  // to be looked up), or nullptr.
+  [[gnu::noinline]] static void* wait_shared(void* p, std::size_t n, bool small) {
     if (kRings && mine().st == state::none && make_ring()) {
       ring* r = mine().r;
-      void*& slot = small ? r->small[r->small_turn++ % kSmallSlots] : r->large[r->large_turn++ % kLargeSlots];
-      void* out = slot;
-      slot = p;
-      return out;
+      (small ? r->small[r->small_turn++] : r->large[r->large_turn++]) = {p, n};  // an empty ring
+      return nullptr;
     }
     return (small ? small_slot() : large_slot()).exchange(p, std::memory_order_acq_rel);
   }
@@ -136,53 +141,47 @@ struct quarantine : pass_through<Inner> {
   static bool make_ring() {
     thread_ring& t = mine();
     t.st = state::making;
-    auto* r = static_cast<ring*>(Inner::alloc(sizeof(ring)));
-    long key = r ? os::shared_thread_key(key_cell(), on_thread_exit) : -1;
-    if (!r || key == -1) {
-      if (r) Inner::dealloc(r);
-      t.st = state::shared;
-      return false;
+    long key = os::shared_thread_key(key_cell(), on_thread_exit);
+    auto* r = key == -1 ? nullptr : static_cast<ring*>(os::reserve(ring_bytes(), os::page_size()));
+    if (r && !os::thread_key_set(key, r)) {
+      os::release(r, ring_bytes());
+      r = nullptr;
     }
-    std::memset(r, 0, sizeof *r);
-    if (!os::thread_key_set(key, r)) {
-      Inner::dealloc(r);
-      t.st = state::shared;
-      return false;
-    }
-    t.r = r;
-    t.st = state::ring;
-    return true;
+    t.r = r;  // reserve()'s memory reads as zeros: an empty ring
+    t.st = r ? state::ring : state::shared;
+    return r != nullptr;
   }
 
-  // The thread-exit hook: the ring's blocks leave (checked) and the ring goes
-  // back; the thread's later frees take the shared slots.
+  // The thread-exit hook: the ring's blocks leave (checked, accessible
+  // again) and the ring goes back; the thread's later frees take the shared
+  // slots.
   static void on_thread_exit(void* arg) {
     auto* r = static_cast<ring*>(arg);
     thread_ring& t = mine();
     t.r = nullptr;
     t.st = state::shared;
     drain_ring(r);
-    Inner::dealloc(r);
+    os::release(r, ring_bytes());
   }
 
   static void drain_ring(ring* r) {
-    for (void*& slot : r->small)
-      if (void* out = slot) {
-        slot = nullptr;
-        leave_small(out);
+    for (entry& e : r->small)
+      if (entry out = e; out.p) {
+        e = {nullptr, 0};
+        leave_small(out.p, out.n);
       }
-    for (void*& slot : r->large)
-      if (void* out = slot) {
-        slot = nullptr;
-        leave_large(out);
+    for (entry& e : r->large)
+      if (entry out = e; out.p) {
+        e = {nullptr, 0};
+        leave_large(out.p, out.n);
       }
   }
 
-  static void drain() {
+  static void drain_shared() {
     for (std::size_t i = 0; i < kSmallSlots * kStripes; ++i)
-      if (void* out = small_slots()[i].exchange(nullptr, std::memory_order_acq_rel)) leave_small(out);
+      if (void* out = small_slots()[i].exchange(nullptr, std::memory_order_acq_rel)) leave_small(out, block_size(out));
     for (std::size_t i = 0; i < kLargeSlots * kStripes; ++i)
-      if (void* out = large_slots()[i].exchange(nullptr, std::memory_order_acq_rel)) leave_large(out);
+      if (void* out = large_slots()[i].exchange(nullptr, std::memory_order_acq_rel)) leave_large(out, block_size(out));
   }
 
   static std::size_t zeroed(std::size_t n) { return n < kZeroed ? n : kZeroed; }
@@ -197,6 +196,9 @@ struct quarantine : pass_through<Inner> {
     return Inner::usable_size(p);
   }
 
+  // The shared slots: kStripes stripes of each pool's slots, a thread's
+  // stripe chosen by its TLS address (threads rarely share one), walked in
+  // turn with a counter of the thread's own.
   static std::atomic<void*>* small_slots() {
     static constinit std::atomic<void*> s[kSmallSlots * kStripes]{};
     return s;
@@ -205,9 +207,6 @@ struct quarantine : pass_through<Inner> {
     static constinit std::atomic<void*> s[kLargeSlots * kStripes]{};
     return s;
   }
-
-  // This thread's stripe (by its TLS address: threads rarely share one) and
-  // its turn, the next slot of the stripe in each pool.
   struct walk {
     unsigned small, large;
   };
@@ -234,17 +233,15 @@ struct quarantine : pass_through<Inner> {
     if (end > start) os::protect(reinterpret_cast<void*>(start), end - start, accessible);
   }
 
-  // A small block leaves: its zeros are checked (the size looked up again:
-  // the slot holds the pointer alone), then Inner has it.
-  static void leave_small(void* p) {
+  // A small block of n bytes leaves: its zeros are checked, then Inner has it.
+  static void leave_small(void* p, std::size_t n) {
     auto* c = static_cast<const unsigned char*>(p);
-    std::size_t n = block_size(p);
     if (__builtin_expect(!all_zero(c + kKept, zeroed(n) - kKept), 0)) report_write_after_free(c, zeroed(n), n);
     Inner::dealloc(p);
   }
 
-  static void leave_large(void* p) {
-    guard(p, block_size(p), true);
+  static void leave_large(void* p, std::size_t n) {
+    guard(p, n, true);
     Inner::dealloc(p);
   }
 
