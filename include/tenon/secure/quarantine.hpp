@@ -51,29 +51,20 @@ struct quarantine : pass_through<Inner> {
 
   static void dealloc(void* p) noexcept {
     if (!p) return;
-    std::size_t n = block_size(p);
-    if (__builtin_expect(n <= kMaxSmallBlock && n > kKept, 1)) {
-      zero_words(static_cast<unsigned char*>(p) + kKept, zeroed(n) - kKept);
-      ring* r = kRings ? mine().r : nullptr;
-      if (__builtin_expect(r != nullptr, 1)) {
-        entry out = r->small[r->small_turn % kSmallSlots];
-        r->small[r->small_turn++ % kSmallSlots] = {p, n};
-        if (out.p) leave_small(out.p, out.n);
-      } else if (void* out = wait_shared(p, n, true)) {
-        leave_small(out, block_size(out));
-      }
-      return;
-    }
-    if (n <= kKept || n > kMaxLargeBlock) return Inner::dealloc(p);
-    guard(p, n, false);
+    // The common case, a small block of a small span waiting in this thread's
+    // ring, in a function of its own with no call but tail calls: no
+    // register to save.
+    if (__builtin_expect(!lookup::is_regular(p), 0)) return dealloc_other(p);
+    const span* s = lookup::span_of(p);
     ring* r = kRings ? mine().r : nullptr;
-    if (r) {
-      entry out = r->large[r->large_turn % kLargeSlots];
-      r->large[r->large_turn++ % kLargeSlots] = {p, n};
-      if (out.p) leave_large(out.p, out.n);
-    } else if (void* out = wait_shared(p, n, false)) {
-      leave_large(out, block_size(out));
-    }
+    std::size_t n = s->block_size;
+    if (__builtin_expect(s->kind != span_kind::small || n <= kKept || n > kMaxSmallBlock || !r, 0))
+      return dealloc_other(p);
+    zero_words(static_cast<unsigned char*>(p) + kKept, zeroed(n) - kKept);
+    entry& slot = r->small[r->small_turn++ % kSmallSlots];
+    entry out = slot;
+    slot = {p, n};
+    if (out.p) leave_small(out.p, out.n);
   }
 
   static int trim(std::size_t pad) noexcept {
@@ -93,6 +84,35 @@ struct quarantine : pass_through<Inner> {
   }
 
  private:
+  // Every other free: a block of another size or kind, or no ring yet.
+  [[gnu::noinline]] static void dealloc_other(void* p) {
+    std::size_t n = block_size(p);
+    if (n <= kMaxSmallBlock && n > kKept) {
+      zero_words(static_cast<unsigned char*>(p) + kKept, zeroed(n) - kKept);
+      ring* r = kRings ? mine().r : nullptr;
+      if (r) {
+        entry& slot = r->small[r->small_turn++ % kSmallSlots];
+        entry out = slot;
+        slot = {p, n};
+        if (out.p) leave_small(out.p, out.n);
+      } else if (void* out = wait_shared(p, n, true)) {
+        leave_small(out, block_size(out));
+      }
+      return;
+    }
+    if (n <= kKept || n > kMaxLargeBlock) return Inner::dealloc(p);
+    guard(p, n, false);
+    ring* r = kRings ? mine().r : nullptr;
+    if (r) {
+      entry& slot = r->large[r->large_turn++ % kLargeSlots];
+      entry out = slot;
+      slot = {p, n};
+      if (out.p) leave_large(out.p, out.n);
+    } else if (void* out = wait_shared(p, n, false)) {
+      leave_large(out, block_size(out));
+    }
+  }
+
   // Rings over the process allocator; a releasable heap keeps the shared
   // slots only, for release() to reach every waiting block.
   static constexpr bool kRings = !releasable<Inner>;
