@@ -167,7 +167,8 @@ struct quarantine : pass_through<Inner> {
       os::release(r, ring_bytes());
       r = nullptr;
     }
-    t.r = r;  // reserve()'s memory reads as zeros: an empty ring
+    if (r) std::memset(r, 0, sizeof(ring));  // empty (a memory source's ranges need not read as zeros)
+    t.r = r;
     t.st = r ? state::ring : state::shared;
     return r != nullptr;
   }
