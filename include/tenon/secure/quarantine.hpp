@@ -19,11 +19,11 @@
 // keeps each block's size, so a block leaving is not looked up again), in a
 // mapping of its own made at the thread's first free (not a heap block,
 // which an overflow from its neighbour could reach) and drained by a
-// thread-exit hook (a pthread key), so a thread's exit strands nothing; frees
-// before the ring
-// exists, after the hook ran (a later key's destructor) or when it could not
-// be had take the shared slots: process-wide atomics, kStripes stripes (a
-// thread's by its TLS address), one atomic exchange per free. Over a heap
+// thread-exit hook (a pthread key), so a thread's exit strands nothing.
+// Frees before the ring exists, after the hook ran (a later key's
+// destructor) or when it could not be had take the shared slots:
+// process-wide atomics, kStripes stripes (a thread's by its TLS address), one
+// atomic exchange per free. Over a heap
 // that can be released (tenon::heap_layer), always the shared slots, which
 // release() can reach from any thread. Lock-free either way: no free waits
 // for another thread. trim() gives back the shared slots' blocks and the
@@ -61,9 +61,7 @@ struct quarantine : pass_through<Inner> {
     if (__builtin_expect(s->kind != span_kind::small || n <= kKept || n > kMaxSmallBlock || !r, 0))
       return dealloc_other(p);
     zero_words(static_cast<unsigned char*>(p) + kKept, zeroed(n) - kKept);
-    entry& slot = r->small[r->small_turn++ % kSmallSlots];
-    entry out = slot;
-    slot = {p, n};
+    entry out = take_turn(r->small, r->small_turn, {p, n});
     if (out.p) leave_small(out.p, out.n);
   }
 
@@ -91,9 +89,7 @@ struct quarantine : pass_through<Inner> {
       zero_words(static_cast<unsigned char*>(p) + kKept, zeroed(n) - kKept);
       ring* r = kRings ? mine().r : nullptr;
       if (r) {
-        entry& slot = r->small[r->small_turn++ % kSmallSlots];
-        entry out = slot;
-        slot = {p, n};
+        entry out = take_turn(r->small, r->small_turn, {p, n});
         if (out.p) leave_small(out.p, out.n);
       } else if (void* out = wait_shared(p, n, true)) {
         leave_small(out, block_size(out));
@@ -104,9 +100,7 @@ struct quarantine : pass_through<Inner> {
     guard(p, n, false);
     ring* r = kRings ? mine().r : nullptr;
     if (r) {
-      entry& slot = r->large[r->large_turn++ % kLargeSlots];
-      entry out = slot;
-      slot = {p, n};
+      entry out = take_turn(r->large, r->large_turn, {p, n});
       if (out.p) leave_large(out.p, out.n);
     } else if (void* out = wait_shared(p, n, false)) {
       leave_large(out, block_size(out));
@@ -126,6 +120,14 @@ struct quarantine : pass_through<Inner> {
     entry large[kLargeSlots];
     unsigned small_turn, large_turn;
   };
+  // The entry in comes into the pool's next slot; the one there goes out.
+  template <std::size_t kSlots>
+  static entry take_turn(entry (&slots)[kSlots], unsigned& turn, entry in) {
+    entry& slot = slots[turn++ % kSlots];
+    entry out = slot;
+    slot = in;
+    return out;
+  }
   static std::size_t ring_bytes() { return (sizeof(ring) + os::page_size() - 1) & ~(os::page_size() - 1); }
 
   // This thread's ring; `shared` once the thread must use the shared slots
@@ -151,8 +153,9 @@ struct quarantine : pass_through<Inner> {
   // to be looked up), or nullptr.
   [[gnu::noinline]] static void* wait_shared(void* p, std::size_t n, bool small) {
     if (kRings && mine().st == state::none && make_ring()) {
-      ring* r = mine().r;
-      (small ? r->small[r->small_turn++] : r->large[r->large_turn++]) = {p, n};  // an empty ring
+      ring* r = mine().r;  // new: the slot taken is empty
+      if (small) take_turn(r->small, r->small_turn, {p, n});
+      else take_turn(r->large, r->large_turn, {p, n});
       return nullptr;
     }
     return (small ? small_slot() : large_slot()).exchange(p, std::memory_order_acq_rel);
