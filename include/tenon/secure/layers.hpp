@@ -7,6 +7,7 @@
 //   quarantine  delayed reuse: freed small blocks wait for 64 more frees,
 //               zeroed, and are checked on the way out (write after free);
 //               large blocks (up to 2 MiB) wait for 8 more, inaccessible
+//               (one layer, two pools: one lookup per block)
 // The encoded free-list links of the secure build are an engine policy
 // (secure/links.h, secure_config), not a layer: a stack over another engine
 // or a heap of the default engine has the layers' checks, not those links.
@@ -20,10 +21,6 @@
 namespace tenon::secure {
 
 template <layer Bottom>
-using large_quarantine = quarantine<Bottom, 8, kMaxSmall + 1, kMaxLarge, false>;
-template <layer Bottom>
-using small_quarantine = quarantine<large_quarantine<Bottom>, 64, 0, kMaxSmall, true>;
-template <layer Bottom>
-using layers = zero_size<canary<small_quarantine<Bottom>>>;
+using layers = zero_size<canary<quarantine<Bottom, 64, kMaxSmall, 8, kMaxLarge>>>;
 
 }  // namespace tenon::secure

@@ -1,20 +1,34 @@
 // Secure layers: quarantine<Inner>, delayed reuse. A freed block is not given
-// back to Inner at once: it takes one of kSlots slots of its thread's stripe
-// (kStripes stripes, a thread's chosen by its address), and the block that
-// held the slot goes back instead. Each thread walks its stripe's slots in
-// turn, so in a thread that frees alone a block waits exactly kSlots frees.
-// While it waits, the block reads as zeros from byte 16 to byte kZeroed (zeroed
-// on entry: the program's data is gone), and on its way out those zeros are
-// checked: a write after free there ends the program (kZero: small blocks).
-// Big blocks (kZero false) are made inaccessible while they wait, all but
-// their first page (which keeps the header an outer layer checks): a read or
-// write after free there faults at the access (SIGSEGV). Blocks of kMinBlock
-// to kMaxBlock usable bytes wait; others go back at once.
+// back to Inner at once: it takes the next slot of its thread's ring, and the
+// block that held the slot goes back instead, so a block waits exactly as
+// many frees of its thread as its pool has slots. Two pools, told apart by
+// Inner's usable size with one lookup per block:
+//   small (up to kMaxSmallBlock bytes, kSmallSlots slots): while it waits, the
+//     block reads as zeros from byte 16 to byte kZeroed (zeroed on entry: the
+//     program's data is gone), and on its way out those zeros are checked: a
+//     write after free there ends the program;
+//   large (to kMaxLargeBlock, kLargeSlots slots): inaccessible while it waits,
+//     all but its first page (which keeps the header an outer layer checks): a
+//     read or write after free there faults at the access (SIGSEGV).
+// Others (blocks of 16 bytes or less, huge blocks) go back at once.
+// One layer for both pools, not one over the other, so that a block is looked
+// up once on its way in and once on its way out.
 //
-// Lock-free: one atomic exchange per free, no shared counter; the slots are
-// process-wide, so a thread's exit strands nothing. trim() gives every
-// waiting block back, and so does release() before a heap underneath drops
-// everything.
+// Where blocks wait. Over the process allocator, in a ring of the thread's
+// own (plain loads and stores: no atomic instruction on a free; the ring
+// keeps each block's size, so a block leaving is not looked up again), in a
+// mapping of its own made at the thread's first free (not a heap block,
+// which an overflow from its neighbour could reach) and drained by a
+// thread-exit hook (a pthread key), so a thread's exit strands nothing.
+// Frees before the ring exists, after the hook ran (a later key's
+// destructor) or when it could not be had take the shared slots:
+// process-wide atomics, kStripes stripes (a thread's by its TLS address), one
+// atomic exchange per free. Over a heap
+// that can be released (tenon::heap_layer), always the shared slots, which
+// release() can reach from any thread. Lock-free either way: no free waits
+// for another thread. trim() gives back the shared slots' blocks and the
+// calling thread's ring (another thread's ring is its own); release() every
+// waiting block before a heap underneath drops everything.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -26,26 +40,35 @@
 #include "tenon/lookup/slice_index.h"
 #include "tenon/platform/misuse.h"
 #include "tenon/platform/os.h"
+#include "tenon/secure/zeroed.h"
 
 namespace tenon::secure {
 
-template <layer Inner, std::size_t kSlots, std::size_t kMinBlock, std::size_t kMaxBlock, bool kZero,
-          std::size_t kStripes = 16, std::size_t kZeroed = 4096>
+template <layer Inner, std::size_t kSmallSlots, std::size_t kMaxSmallBlock, std::size_t kLargeSlots,
+          std::size_t kMaxLargeBlock, std::size_t kStripes = 16, std::size_t kZeroed = 4096>
 struct quarantine : pass_through<Inner> {
   static constexpr std::size_t kKept = 16;  // the bytes a free block's owner may use (links, header)
 
   static void dealloc(void* p) noexcept {
     if (!p) return;
-    std::size_t n = block_size(p);
-    if (n > kMaxBlock || n < kMinBlock || n <= kKept) return Inner::dealloc(p);
-    if (kZero) std::memset(static_cast<char*>(p) + kKept, 0, zeroed(n) - kKept);
-    if (!kZero) guard(p, n, false);
-    void* out = slot().exchange(p, std::memory_order_acq_rel);
-    if (out) leave(out);
+    // The common case, a small block of a small span waiting in this thread's
+    // ring, in a function of its own with no call but tail calls: no
+    // register to save.
+    if (__builtin_expect(!lookup::is_regular(p), 0)) return dealloc_other(p);
+    const span* s = lookup::span_of(p);
+    ring* r = kRings ? mine().r : nullptr;
+    std::size_t n = s->block_size;
+    if (__builtin_expect(s->kind != span_kind::small || n <= kKept || n > kMaxSmallBlock || !r, 0))
+      return dealloc_other(p);
+    zero_words(static_cast<unsigned char*>(p) + kKept, zeroed(n) - kKept);
+    entry out = take_turn(r->small, r->small_turn, {p, n});
+    if (out.p) leave_small(out.p, out.n);
   }
 
   static int trim(std::size_t pad) noexcept {
-    drain();
+    drain_shared();
+    if (kRings)
+      if (ring* r = mine().r) drain_ring(r);
     return layer_ops<Inner>::trim(pad);
   }
 
@@ -54,14 +77,135 @@ struct quarantine : pass_through<Inner> {
   static void release() noexcept
     requires releasable<Inner>
   {
-    drain();
+    drain_shared();
     Inner::release();
   }
 
  private:
-  static void drain() {
-    for (std::size_t i = 0; i < kSlots * kStripes; ++i)
-      if (void* out = slots()[i].exchange(nullptr, std::memory_order_acq_rel)) leave(out);
+  // Every other free: a block of another size or kind, or no ring yet.
+  [[gnu::noinline]] static void dealloc_other(void* p) {
+    std::size_t n = block_size(p);
+    if (n <= kMaxSmallBlock && n > kKept) {
+      zero_words(static_cast<unsigned char*>(p) + kKept, zeroed(n) - kKept);
+      ring* r = kRings ? mine().r : nullptr;
+      if (r) {
+        entry out = take_turn(r->small, r->small_turn, {p, n});
+        if (out.p) leave_small(out.p, out.n);
+      } else if (void* out = wait_shared(p, n, true)) {
+        leave_small(out, block_size(out));
+      }
+      return;
+    }
+    if (n <= kKept || n > kMaxLargeBlock) return Inner::dealloc(p);
+    guard(p, n, false);
+    ring* r = kRings ? mine().r : nullptr;
+    if (r) {
+      entry out = take_turn(r->large, r->large_turn, {p, n});
+      if (out.p) leave_large(out.p, out.n);
+    } else if (void* out = wait_shared(p, n, false)) {
+      leave_large(out, block_size(out));
+    }
+  }
+
+  // Rings over the process allocator; a releasable heap keeps the shared
+  // slots only, for release() to reach every waiting block.
+  static constexpr bool kRings = !releasable<Inner>;
+
+  struct entry {
+    void* p;
+    std::size_t n;  // Inner's usable size, read when the block came in
+  };
+  struct ring {
+    entry small[kSmallSlots];
+    entry large[kLargeSlots];
+    unsigned small_turn, large_turn;
+  };
+  // The entry in comes into the pool's next slot; the one there goes out.
+  template <std::size_t kSlots>
+  static entry take_turn(entry (&slots)[kSlots], unsigned& turn, entry in) {
+    entry& slot = slots[turn++ % kSlots];
+    entry out = slot;
+    slot = in;
+    return out;
+  }
+  static std::size_t ring_bytes() { return (sizeof(ring) + os::page_size() - 1) & ~(os::page_size() - 1); }
+
+  // This thread's ring; `shared` once the thread must use the shared slots
+  // (its ring drained at exit, or none to be had), `making` while its ring is
+  // made (a free nested in that, from the key's calloc, takes the shared
+  // slots).
+  enum class state : unsigned char { none, making, ring, shared };
+  struct thread_ring {
+    ring* r;
+    state st;
+  };
+  static thread_ring& mine() {
+    static constinit thread_local thread_ring t __attribute__((tls_model("initial-exec"))) = {nullptr, state::none};
+    return t;
+  }
+  static std::atomic<long>& key_cell() {
+    static constinit std::atomic<long> k{-1};
+    return k;
+  }
+
+  // A free with no ring: the thread's ring is made at its first free, else the
+  // block waits in the shared slots. Returns the block that leaves (its size
+  // to be looked up), or nullptr.
+  [[gnu::noinline]] static void* wait_shared(void* p, std::size_t n, bool small) {
+    if (kRings && mine().st == state::none && make_ring()) {
+      ring* r = mine().r;  // new: the slot taken is empty
+      if (small) take_turn(r->small, r->small_turn, {p, n});
+      else take_turn(r->large, r->large_turn, {p, n});
+      return nullptr;
+    }
+    return (small ? small_slot() : large_slot()).exchange(p, std::memory_order_acq_rel);
+  }
+
+  static bool make_ring() {
+    thread_ring& t = mine();
+    t.st = state::making;
+    long key = os::shared_thread_key(key_cell(), on_thread_exit);
+    auto* r = key == -1 ? nullptr : static_cast<ring*>(os::reserve(ring_bytes(), os::page_size()));
+    if (r && !os::thread_key_set(key, r)) {
+      os::release(r, ring_bytes());
+      r = nullptr;
+    }
+    if (r) std::memset(r, 0, sizeof(ring));  // empty (a memory source's ranges need not read as zeros)
+    t.r = r;
+    t.st = r ? state::ring : state::shared;
+    return r != nullptr;
+  }
+
+  // The thread-exit hook: the ring's blocks leave (checked, accessible
+  // again) and the ring goes back; the thread's later frees take the shared
+  // slots.
+  static void on_thread_exit(void* arg) {
+    auto* r = static_cast<ring*>(arg);
+    thread_ring& t = mine();
+    t.r = nullptr;
+    t.st = state::shared;
+    drain_ring(r);
+    os::release(r, ring_bytes());
+  }
+
+  static void drain_ring(ring* r) {
+    for (entry& e : r->small)
+      if (entry out = e; out.p) {
+        e = {nullptr, 0};
+        leave_small(out.p, out.n);
+      }
+    for (entry& e : r->large)
+      if (entry out = e; out.p) {
+        e = {nullptr, 0};
+        leave_large(out.p, out.n);
+      }
+  }
+
+  static void drain_shared() {
+    for (std::size_t i = 0; i < kSmallSlots * kStripes; ++i)
+      if (void* out = small_slots()[i].exchange(nullptr, std::memory_order_acq_rel)) leave_small(out, block_size(out));
+    for (std::size_t i = 0; i < kLargeSlots * kStripes; ++i)
+      if (void* out = large_slots()[i].exchange(nullptr, std::memory_order_acq_rel)) leave_large(out, block_size(out));
   }
 
   static std::size_t zeroed(std::size_t n) { return n < kZeroed ? n : kZeroed; }
@@ -76,16 +220,33 @@ struct quarantine : pass_through<Inner> {
     return Inner::usable_size(p);
   }
 
-  static std::atomic<void*>* slots() {
-    static constinit std::atomic<void*> s[kSlots * kStripes]{};
+  // The shared slots: kStripes stripes of each pool's slots, a thread's
+  // stripe chosen by its TLS address (threads rarely share one), walked in
+  // turn with a counter of the thread's own.
+  static std::atomic<void*>* small_slots() {
+    static constinit std::atomic<void*> s[kSmallSlots * kStripes]{};
     return s;
   }
-
-  // The next slot of this thread's stripe.
-  static std::atomic<void*>& slot() {
-    static constinit thread_local unsigned turn __attribute__((tls_model("initial-exec"))) = 0;
-    std::uintptr_t me = reinterpret_cast<std::uintptr_t>(&turn) * 0x9e3779b97f4a7c15ull;
-    return slots()[(me >> 58) % kStripes * kSlots + turn++ % kSlots];
+  static std::atomic<void*>* large_slots() {
+    static constinit std::atomic<void*> s[kLargeSlots * kStripes]{};
+    return s;
+  }
+  struct walk {
+    unsigned small, large;
+  };
+  static walk& turn() {
+    static constinit thread_local walk t __attribute__((tls_model("initial-exec"))) = {0, 0};
+    return t;
+  }
+  static std::size_t stripe() {
+    std::uintptr_t me = reinterpret_cast<std::uintptr_t>(&turn()) * 0x9e3779b97f4a7c15ull;
+    return (me >> 58) % kStripes;
+  }
+  static std::atomic<void*>& small_slot() {
+    return small_slots()[stripe() * kSmallSlots + turn().small++ % kSmallSlots];
+  }
+  static std::atomic<void*>& large_slot() {
+    return large_slots()[stripe() * kLargeSlots + turn().large++ % kLargeSlots];
   }
 
   // Pages of a big block past its first, inaccessible or accessible again.
@@ -96,22 +257,22 @@ struct quarantine : pass_through<Inner> {
     if (end > start) os::protect(reinterpret_cast<void*>(start), end - start, accessible);
   }
 
-  static void leave(void* p) {
-    if (kZero) {
-      auto* c = static_cast<const unsigned char*>(p);
-      std::size_t n = block_size(p), end = zeroed(n);
-      std::uint64_t any = 0;  // one OR over the words (vectorised), then find the byte
-      for (std::size_t i = kKept; i + 8 <= end; i += 8) {
-        std::uint64_t w;
-        std::memcpy(&w, c + i, 8);
-        any |= w;
-      }
-      if (any)
-        for (std::size_t i = kKept; i < end; ++i)
-          if (c[i] != 0) report_misuse("free", c + i, "write after free (in a block waiting in quarantine)", n);
-    }
-    if (!kZero) guard(p, block_size(p), true);
+  // A small block of n bytes leaves: its zeros are checked, then Inner has it.
+  static void leave_small(void* p, std::size_t n) {
+    auto* c = static_cast<const unsigned char*>(p);
+    if (__builtin_expect(!all_zero(c + kKept, zeroed(n) - kKept), 0)) report_write_after_free(c, zeroed(n), n);
     Inner::dealloc(p);
+  }
+
+  static void leave_large(void* p, std::size_t n) {
+    guard(p, n, true);
+    Inner::dealloc(p);
+  }
+
+  [[gnu::cold, gnu::noinline]] static void report_write_after_free(const unsigned char* c, std::size_t end,
+                                                                   std::size_t n) {
+    for (std::size_t i = kKept; i < end; ++i)
+      if (c[i] != 0) report_misuse("free", c + i, "write after free (in a block waiting in quarantine)", n);
   }
 };
 

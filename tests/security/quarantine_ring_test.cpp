@@ -1,0 +1,79 @@
+// The secure quarantine's per-thread rings (tenon/secure/quarantine.hpp),
+// over the default allocator (not releasable: rings, not only shared slots):
+// a thread's exit gives back every block its ring held;
+// a block waits exactly 64 frees of its thread; a write after free into a
+// block waiting in a ring is caught when the block leaves.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include <tenon/layer.hpp>
+#include <tenon/secure/quarantine.hpp>
+
+namespace {
+
+// Counts the blocks the quarantine holds or handed out: allocations minus the
+// blocks given back to the allocator underneath.
+template <class I>
+struct outstanding : tenon::pass_through<I> {
+  static inline std::atomic<long> live{0};
+  static void* alloc(std::size_t n) noexcept {
+    void* p = I::alloc(n);
+    if (p) live.fetch_add(1, std::memory_order_relaxed);
+    return p;
+  }
+  static void dealloc(void* p) noexcept {
+    if (p) live.fetch_sub(1, std::memory_order_relaxed);
+    I::dealloc(p);
+  }
+};
+
+using counted = outstanding<tenon::default_allocator>;
+using q = tenon::secure::quarantine<counted, 64, tenon::kMaxSmall, 8, tenon::kMaxLarge>;
+static_assert(!tenon::releasable<q>, "over the process allocator: rings");
+
+TEST(QuarantineRing, ThreadExitStrandsNothing) {
+  long before = counted::live.load();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([t] {
+      const std::size_t sizes[] = {24, 100, 4096, 40000};  // both pools
+      for (int i = 0; i < 30 + 7 * t; ++i) {
+        void* p = q::alloc(sizes[i % 4]);
+        ASSERT_NE(p, nullptr);
+        std::memset(p, 0x5a, sizes[i % 4]);
+        q::dealloc(p);
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(counted::live.load(), before) << "blocks left behind by exited threads";
+}
+
+TEST(QuarantineRing, ABlockWaitsSixtyFourFreesOfItsThread) {
+  std::thread([] {
+    long base = counted::live.load();
+    std::vector<void*> blocks;
+    for (int i = 0; i < 64; ++i) blocks.push_back(q::alloc(48));
+    for (void* p : blocks) q::dealloc(p);
+    EXPECT_EQ(counted::live.load(), base + 64);  // all still wait
+    q::dealloc(q::alloc(48));  // the first block leaves
+    EXPECT_EQ(counted::live.load(), base + 64);
+  }).join();
+}
+
+TEST(QuarantineRingDeathTest, WriteAfterFreeInARingIsCaught) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        unsigned char* p = static_cast<unsigned char*>(q::alloc(200));
+        q::dealloc(p);
+        p[100] = 1;  // the misuse
+        for (int i = 0; i < 64; ++i) q::dealloc(q::alloc(200));
+      },
+      "write after free");
+}
+
+}  // namespace
