@@ -84,16 +84,19 @@ std::string vm_flags_of(const void* p) {
   return "";
 }
 
-void require_populate() {
-  if (!rss_is_meaningful()) GTEST_SKIP() << "residency is not meaningful here (emulated or sanitized)";
-  if (!kernel_populates()) GTEST_SKIP() << "this kernel has no MADV_POPULATE_WRITE (before 5.14)";
+// Why pre-faulting cannot be seen here, or nullptr if it can (a skip must be
+// in the test's own body: GTEST_SKIP only returns from the function it is in).
+const char* populate_unseen() {
+  if (!rss_is_meaningful()) return "residency is not meaningful here (emulated or sanitized)";
+  if (!kernel_populates()) return "this kernel has no MADV_POPULATE_WRITE (before 5.14)";
+  return nullptr;
 }
 
 // A fresh large block (1 MiB, the process's first: a new chunk), a fresh huge
 // block (8 MiB, a new mapping) and a small block (its span's fresh slice):
 // every byte is resident right after malloc.
 TEST(FreshMemory, PopulatedBlocksAreResident) {
-  require_populate();
+  if (const char* why = populate_unseen()) GTEST_SKIP() << why;
   void* large = tenon_malloc(MiB);
   void* huge = tenon_malloc(8 * MiB);
   void* small = tenon_malloc(1000);
@@ -131,7 +134,7 @@ TEST(FreshMemory, OffLeavesFreshBlocksToTheFirstTouch) {
 
 // TENON_POPULATE=4194304: the 8 MiB block is pre-faulted, the 1 MiB one not.
 TEST(FreshMemory, ThresholdPicksTheBigBlocks) {
-  require_populate();
+  if (const char* why = populate_unseen()) GTEST_SKIP() << why;
   void* large = tenon_malloc(MiB);
   void* huge = tenon_malloc(8 * MiB);
   ASSERT_NE(large, nullptr);
