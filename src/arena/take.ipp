@@ -20,6 +20,7 @@ inline span* form(chunk* c, unsigned first, unsigned n) {
   // Slices we just took are ours alone: nobody else touches their dirty bits.
   std::uint64_t dirty = c->dirty.load(std::memory_order_relaxed);
   s->zeroed = (dirty & mask) == 0;
+  s->some_clean = (dirty & mask) != mask;
   if (dirty & mask) c->dirty.fetch_and(~mask, std::memory_order_relaxed);
   s->first_slice = static_cast<std::uint8_t>(first);
   s->nslices = static_cast<std::uint8_t>(n);
@@ -89,10 +90,12 @@ chunk* arena<C>::new_chunk(unsigned take_n, stats_t* st) {
   // The header slice and the run for the caller are taken before anyone can
   // see the chunk; fresh pages are zero, so only non-zero fields are written.
   auto* c = static_cast<chunk*>(mem);
+  bool huge_paged = advise_chunk(c);  // before the header's first write faults in its page
   // Slices no span has used yet name the sentinel descriptor, never null, so
   // that a free of an address there reaches a check (see g_no_span).
   for (auto& entry : c->index.span_at) entry.store(&g_no_span, std::memory_order_relaxed);
   c->used.store(1 | slice_bits::run_mask(1, take_n), std::memory_order_relaxed);
+  if (huge_paged) count_untouched_as_dirty(c);
   if (!lookup::add_chunk(c)) {  // no unit map leaf for it: nobody has seen it yet
     platform::release(mem, kChunkSize);
     errno = ENOMEM;

@@ -6,6 +6,7 @@
 #include "../arena/release.ipp"
 #include "../arena/purge.ipp"
 #include "../arena/purger.ipp"
+#include "../arena/fresh.ipp"
 #include "../heap/attach.ipp"
 #include "../heap/spans.ipp"
 #include "../heap/refill.ipp"

@@ -27,6 +27,7 @@ span* thread_heaps<C>::form_small_span(heap_t* owner, unsigned cls, chunk** hint
     if (budget_) budget_->give(bytes);
     return nullptr;
   }
+  chunks_->prefault(s, s->start, bytes, bytes);
   s->kind = span_kind::small;
   s->cls = static_cast<std::uint8_t>(cls);
   s->block_size = kClasses.size[cls];

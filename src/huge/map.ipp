@@ -108,6 +108,9 @@ void* huge_maps<C>::alloc(std::size_t n, std::size_t align, bool* zeroed) {
     return nullptr;
   }
   huge_detail::publish(h);
+  // Huge-page advice first, so that a pre-fault gets huge pages too.
+  if (options().thp != huge_pages::off) platform::advise_huge(h, h->map_size);
+  prefault_fresh<platform>(user, usable, n);
   count(stat_huge_allocs);
   count(stat_huge_bytes_mapped, h->map_size);
   note_given(usable);

@@ -28,6 +28,7 @@ void* large_runs<C>::alloc(std::size_t n, std::size_t align, bool* zeroed, chunk
   char* p = reinterpret_cast<char*>(
       large_detail::round_up(reinterpret_cast<std::uintptr_t>(s->start), align < kSliceSize ? kSliceSize : align));
   s->large_usable = large_detail::round_up(n, C::platform::page_size());
+  chunks_->prefault(s, p, s->large_usable, n);
   // A large span has no free list: `free` keeps the block's pointer and
   // `used` says it is live, for the check on free (large_runs::check_free).
   s->free = reinterpret_cast<block*>(p);

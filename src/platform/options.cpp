@@ -13,9 +13,9 @@ namespace {
 
 // Every option, in the order TENON_VERBOSE lists them. A TENON_* name not
 // here and not a test knob (below) is reported as unknown.
-constexpr const char* kKnown[] = {"TENON_PURGE_DELAY_MS", "TENON_BACKGROUND_PURGE", "TENON_STATS",
-                                  "TENON_VERBOSE",        "TENON_LATENCY",          "TENON_LATENCY_SAMPLE",
-                                  "TENON_TRACE"};
+constexpr const char* kKnown[] = {"TENON_PURGE_DELAY_MS", "TENON_BACKGROUND_PURGE", "TENON_POPULATE",
+                                  "TENON_HUGE_PAGES",     "TENON_STATS",            "TENON_VERBOSE",
+                                  "TENON_LATENCY",        "TENON_LATENCY_SAMPLE",   "TENON_TRACE"};
 // The test suite's and the benchmark's own variables: not options of the
 // allocator, never reported.
 constexpr const char* kKnobPrefixes[] = {"TENON_TEST_", "TENON_BENCH_"};
@@ -109,6 +109,9 @@ struct parser {
     o.purge_delay_ms = number("TENON_PURGE_DELAY_MS", o.purge_delay_ms, 0, kMaxPurgeDelayMs, "a number of milliseconds");
     o.background_purge = static_cast<purge_thread>(number("TENON_BACKGROUND_PURGE", std::uint32_t(o.background_purge),
                                                           0, std::uint32_t(purge_thread::at_load), "a purger mode"));
+    o.populate = number("TENON_POPULATE", o.populate, 0, kMaxPopulate, "a block size in bytes");
+    o.thp = static_cast<huge_pages>(
+        number("TENON_HUGE_PAGES", std::uint32_t(o.thp), 0, std::uint32_t(huge_pages::chunks), "a huge-page mode"));
     o.stats = flag("TENON_STATS", o.stats);
     o.verbose = flag("TENON_VERBOSE", o.verbose);
     o.latency = flag("TENON_LATENCY", o.latency);

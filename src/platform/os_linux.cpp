@@ -182,8 +182,15 @@ bool populate(void* p, std::size_t size) {
 #ifndef MADV_POPULATE_WRITE
   constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14; older headers lack it
 #endif
+  // A kernel before 5.14 answers EINVAL for the unknown advice (our ranges
+  // are page aligned): stop asking, every later call would fail the same way
+  // at the price of a system call. A memory source's mapping that cannot be
+  // populated (VM_IO, VM_PFNMAP) answers the same and turns it off too.
+  static std::atomic<bool> unsupported{false};
+  if (unsupported.load(std::memory_order_relaxed)) return false;
   int saved = errno;
   bool ok = madvise(p, size, MADV_POPULATE_WRITE) == 0;
+  if (!ok && errno == EINVAL) unsupported.store(true, std::memory_order_relaxed);
   errno = saved;
   return ok;
 }

@@ -26,22 +26,33 @@ expect_only() {
 }
 expect_line() { [ "$(grep -cxF -- "$1" "$err")" = 1 ] || fail "expected once: $1"; }
 
-known="TENON_PURGE_DELAY_MS, TENON_BACKGROUND_PURGE, TENON_STATS, TENON_VERBOSE, TENON_LATENCY, TENON_LATENCY_SAMPLE, TENON_TRACE"
+known="TENON_PURGE_DELAY_MS, TENON_BACKGROUND_PURGE, TENON_POPULATE, TENON_HUGE_PAGES, TENON_STATS, TENON_VERBOSE, TENON_LATENCY, TENON_LATENCY_SAMPLE, TENON_TRACE"
 case $case_name in
   quiet)
     run; expect_only
     run TENON_PURGE_DELAY_MS=100 TENON_BACKGROUND_PURGE=0 TENON_STATS=0 TENON_LATENCY=1 TENON_LATENCY_SAMPLE=1
-    expect_only ;;
+    expect_only
+    # every value of the fresh-memory options, which the probe's huge blocks use
+    for v in 0 1 65536 4294967295; do run "TENON_POPULATE=$v"; expect_only; done
+    for v in 0 1 2; do run "TENON_HUGE_PAGES=$v" TENON_POPULATE=1; expect_only; done ;;
   bad_number)
     for v in abc -1 12ms 86400001 99999999999999999999 " 5"; do
       run "TENON_PURGE_DELAY_MS=$v"
       expect_only "tenon: TENON_PURGE_DELAY_MS=$v is not a number of milliseconds from 0 to 86400000; using 500"
     done
     run TENON_LATENCY_SAMPLE=0
-    expect_only "tenon: TENON_LATENCY_SAMPLE=0 is not a sampling interval from 1 to 1073741823; using 8" ;;
+    expect_only "tenon: TENON_LATENCY_SAMPLE=0 is not a sampling interval from 1 to 1073741823; using 8"
+    for v in 4294967296 1M 64KiB -1; do
+      run "TENON_POPULATE=$v"
+      expect_only "tenon: TENON_POPULATE=$v is not a block size in bytes from 0 to 4294967295; using 0"
+    done ;;
   bad_mode)
     run TENON_BACKGROUND_PURGE=3
-    expect_only "tenon: TENON_BACKGROUND_PURGE=3 is not a purger mode from 0 to 2; using 1" ;;
+    expect_only "tenon: TENON_BACKGROUND_PURGE=3 is not a purger mode from 0 to 2; using 1"
+    for v in 3 on yes; do
+      run "TENON_HUGE_PAGES=$v"
+      expect_only "tenon: TENON_HUGE_PAGES=$v is not a huge-page mode from 0 to 2; using 0"
+    done ;;
   bad_flag)
     run TENON_STATS=maybe
     # the fallback is off: no statistics either
@@ -60,20 +71,24 @@ case $case_name in
     run TENON_TEST_EMULATED=1 TENON_BENCH_PRELOAD=x TENON_TEST_ANYTHING=1
     expect_only ;;
   verbose)
-    run TENON_VERBOSE=1 TENON_PURGE_DELAY_MS=100 TENON_STATS=off
+    run TENON_VERBOSE=1 TENON_PURGE_DELAY_MS=100 TENON_STATS=off TENON_HUGE_PAGES=1
     [ "$(grep -c '^tenon: settings of .* (default or environment):$' "$err")" = 1 ] || fail "no settings header"
     expect_line "tenon:   TENON_PURGE_DELAY_MS=100 (environment)"
     expect_line "tenon:   TENON_BACKGROUND_PURGE=1 (default)"
+    expect_line "tenon:   TENON_POPULATE=0 (default)"
+    expect_line "tenon:   TENON_HUGE_PAGES=1 (environment)"
     expect_line "tenon:   TENON_STATS=0 (environment)"
     expect_line "tenon:   TENON_VERBOSE=1 (environment)"
     expect_line "tenon:   TENON_LATENCY=0 (default)"
     expect_line "tenon:   TENON_LATENCY_SAMPLE=8 (default)"
     expect_line "tenon:   TENON_TRACE= (default)"
-    [ "$(wc -l <"$err")" = 8 ] || fail "expected the header and 7 settings" ;;
+    [ "$(wc -l <"$err")" = 10 ] || fail "expected the header and 9 settings" ;;
   verbose_bad)
-    run TENON_VERBOSE=yes TENON_BACKGROUND_PURGE=x
+    run TENON_VERBOSE=yes TENON_BACKGROUND_PURGE=x TENON_POPULATE=big
     expect_line "tenon: TENON_BACKGROUND_PURGE=x is not a purger mode from 0 to 2; using 1"
-    expect_line "tenon:   TENON_BACKGROUND_PURGE=1 (default)" ;;
+    expect_line "tenon:   TENON_BACKGROUND_PURGE=1 (default)"
+    expect_line "tenon: TENON_POPULATE=big is not a block size in bytes from 0 to 4294967295; using 0"
+    expect_line "tenon:   TENON_POPULATE=0 (default)" ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac
 echo "ok ($case_name)"

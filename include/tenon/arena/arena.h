@@ -22,8 +22,19 @@
 #include "tenon/arena/chunk.h"
 #include "tenon/common/config.h"
 #include "tenon/common/stats.h"
+#include "tenon/platform/options.h"
 
 namespace tenon {
+
+// TENON_POPULATE's rule for memory just mapped or taken fresh: fault in
+// [p, p + bytes) when the option is on and `size` reaches its threshold.
+// The huge blocks' mappings use it directly; runs of slices through
+// arena::prefault, which first checks the run is not warm.
+template <class Platform>
+void prefault_fresh(void* p, std::size_t bytes, std::size_t size) {
+  std::uint32_t threshold = options().populate;
+  if (threshold != 0 && size >= threshold) Platform::populate(p, bytes);
+}
 
 template <class C>
 class arena {
@@ -42,6 +53,11 @@ class arena {
   // start, first_slice, nslices and zeroed set; the slice index is filled for
   // the whole run. nullptr (errno ENOMEM) when the OS refuses memory.
   span* take_span(unsigned nslices, chunk** hint, stats_t* st);
+
+  // TENON_POPULATE: fault in [p, p + bytes) of the run s just taken, if the
+  // run had a fresh or purged slice (a warm run is left alone) and `size`
+  // (the request, or a small span's bytes) reaches the option's threshold.
+  void prefault(const span* s, void* p, std::size_t bytes, std::size_t size);
 
   // Give a span's slices back; its pages stay committed until the purge delay.
   void release_span(span* s, stats_t* st);
@@ -80,6 +96,8 @@ class arena {
   span* find_run(unsigned nslices, chunk** hint, stats_t* st);
   span* try_take(chunk* c, unsigned n, bool warm_only, stats_t* st);
   chunk* new_chunk(unsigned take_n, stats_t* st);
+  bool advise_chunk(chunk* c);  // TENON_HUGE_PAGES=2: true if advised
+  void count_untouched_as_dirty(chunk* c);
   bool purge_slice(chunk* c, unsigned i, stats_t* st);
   void trim_chunk(chunk* c, std::uint64_t keep, stats_t* st);
   std::uint32_t ms_until_purge_due();

@@ -22,9 +22,18 @@ enum class purge_thread : std::uint8_t {
   at_load = 2,  // when the library is loaded (also for multithreaded programs)
 };
 
+// TENON_HUGE_PAGES: where transparent huge pages are asked for (MADV_HUGEPAGE).
+enum class huge_pages : std::uint8_t {
+  off = 0,     // nowhere: the kernel's own policy applies
+  blocks = 1,  // huge blocks (their own mappings, over 2 MiB)
+  chunks = 2,  // huge blocks and every 4 MiB chunk
+};
+
 struct options_t {
   std::uint32_t purge_delay_ms = 500;                  // TENON_PURGE_DELAY_MS
   purge_thread background_purge = purge_thread::lazy;  // TENON_BACKGROUND_PURGE=0|1|2
+  std::uint32_t populate = 0;                          // TENON_POPULATE: bytes, 0 = off
+  huge_pages thp = huge_pages::off;                    // TENON_HUGE_PAGES=0|1|2
   bool stats = false;                                  // TENON_STATS
   bool verbose = false;                                // TENON_VERBOSE
   bool latency = false;                                // TENON_LATENCY (measurement layers)
@@ -35,6 +44,9 @@ struct options_t {
 // Largest TENON_PURGE_DELAY_MS accepted (one day): the purge clock compares
 // millisecond differences that wrap after 49 days.
 inline constexpr std::uint32_t kMaxPurgeDelayMs = 86'400'000;
+// Largest TENON_POPULATE accepted: any block size from 1 byte to 4 GiB - 1
+// (a threshold above every request the program makes means off).
+inline constexpr std::uint32_t kMaxPopulate = 0xFFFFFFFF;
 // Largest TENON_LATENCY_SAMPLE accepted (the sampler's random gaps are drawn
 // below twice this).
 inline constexpr std::uint32_t kMaxLatencySample = 0x3FFFFFFF;

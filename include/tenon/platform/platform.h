@@ -28,6 +28,10 @@ concept platform = requires(void* p, std::size_t n, const char* name, void* (*fn
   { P::move_to(p, n, n, p) } -> std::same_as<bool>;
   // Bytes of a range that are resident (0 if unknown).
   { P::resident_bytes(p, n) } -> std::same_as<std::size_t>;
+  // Fault a range in, writable, contents unchanged (TENON_POPULATE); best effort: false if refused.
+  { P::populate(p, n) } -> std::same_as<bool>;
+  // Ask for transparent huge pages on a range (TENON_HUGE_PAGES); best effort.
+  { P::advise_huge(p, n) } -> std::same_as<void>;
   // Milliseconds on a cheap monotonic clock (wraps; compare differences).
   { P::now_ms() } -> std::same_as<std::uint32_t>;
   // True while no second thread was ever created (creating one cannot wait for a lock then).
@@ -53,6 +57,8 @@ struct linux_platform {
     return os::move_to(p, old_size, new_size, dest);
   }
   static std::size_t resident_bytes(void* p, std::size_t size) { return os::resident_bytes(p, size); }
+  static bool populate(void* p, std::size_t size) { return os::populate(p, size); }
+  static void advise_huge(void* p, std::size_t size) { os::advise_huge(p, size); }
   // Not in the concept: asked only by configs that protect freed memory.
   static bool protect(void* p, std::size_t size, bool accessible) { return os::protect(p, size, accessible); }
   static std::uint32_t now_ms() { return os::now_ms(); }

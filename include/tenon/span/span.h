@@ -71,6 +71,7 @@ struct span {
   std::uint8_t first_slice = 0;
   std::uint8_t nslices = 0;
   bool zeroed = false;         // memory known to read as zeros (fresh or purged)
+  bool some_clean = false;     // a slice of it was fresh or purged when taken: TENON_POPULATE pre-faults it
   std::uint32_t block_size = 0;
   std::uint32_t capacity = 0;
   char* start = nullptr;

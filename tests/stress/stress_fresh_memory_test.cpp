@@ -1,0 +1,200 @@
+// Fresh memory under TENON_POPULATE and TENON_HUGE_PAGES (docs/options.md):
+// with populate on, a block handed out from fresh memory is resident before
+// the program touches it, and only blocks at least the threshold's size are;
+// with huge pages on, allocations work and trimming still gives memory back.
+// Each case runs in its own process with its own environment (see
+// CMakeLists.txt): the options are read once, at the allocator's first use.
+// Residency and RSS are not checked under qemu-user (TENON_TEST_EMULATED:
+// its madvise does not pass these advices to the kernel) or sanitizers.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "stress_support.h"
+
+using namespace tenon_stress;
+
+namespace {
+
+constexpr std::size_t MiB = std::size_t{1} << 20;
+
+bool rss_is_meaningful() { return !tenon_test::kSanitized && !std::getenv("TENON_TEST_EMULATED"); }
+
+std::size_t page() { return static_cast<std::size_t>(sysconf(_SC_PAGESIZE)); }
+
+// Bytes of [p, p + n) resident now (mincore), p rounded down to its page.
+std::size_t resident_in(const void* p, std::size_t n) {
+  auto start = reinterpret_cast<std::uintptr_t>(p) & ~(page() - 1);
+  std::size_t len = reinterpret_cast<std::uintptr_t>(p) + n - start;
+  std::vector<unsigned char> vec((len + page() - 1) / page());
+  if (mincore(reinterpret_cast<void*>(start), len, vec.data()) != 0) return 0;
+  std::size_t pages = 0;
+  for (unsigned char v : vec) pages += v & 1;
+  return pages * page();
+}
+
+// Whether this kernel has MADV_POPULATE_WRITE (Linux 5.14); tenon's populate
+// is best effort and does nothing without it.
+bool kernel_populates() {
+#ifndef MADV_POPULATE_WRITE
+  constexpr int MADV_POPULATE_WRITE = 23;
+#endif
+  void* p = mmap(nullptr, page(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return false;
+  bool ok = madvise(p, page(), MADV_POPULATE_WRITE) == 0;
+  munmap(p, page());
+  return ok;
+}
+
+// The kernel's THP mode ("always", "madvise", "never"), or "" without THP.
+std::string thp_mode() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string line;
+  if (!std::getline(f, line)) return "";
+  auto open = line.find('['), close = line.find(']');
+  return open == std::string::npos || close == std::string::npos ? "" : line.substr(open + 1, close - open - 1);
+}
+
+// Under THP "always" the first touch near a fresh block (the chunk's or the
+// mapping's header) may fault in a 2 MiB page around it: the block is then
+// resident without any pre-fault, and "not populated" cannot be seen.
+bool untouched_is_visible() { return thp_mode() != "always"; }
+
+// The VmFlags of the mapping holding p (/proc/self/smaps), or "".
+std::string vm_flags_of(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  auto a = reinterpret_cast<std::uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    std::uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find('-') < 17) {
+      inside = lo <= a && a < hi;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line.substr(8);
+    }
+  }
+  return "";
+}
+
+// Why pre-faulting cannot be seen here, or nullptr if it can (a skip must be
+// in the test's own body: GTEST_SKIP only returns from the function it is in).
+const char* populate_unseen() {
+  if (!rss_is_meaningful()) return "residency is not meaningful here (emulated or sanitized)";
+  if (!kernel_populates()) return "this kernel has no MADV_POPULATE_WRITE (before 5.14)";
+  return nullptr;
+}
+
+// A fresh large block (1 MiB, the process's first: a new chunk), a fresh huge
+// block (8 MiB, a new mapping) and a small block (its span's fresh slice):
+// every byte is resident right after malloc.
+TEST(FreshMemory, PopulatedBlocksAreResident) {
+  if (const char* why = populate_unseen()) GTEST_SKIP() << why;
+  void* large = tenon_malloc(MiB);
+  void* huge = tenon_malloc(8 * MiB);
+  void* small = tenon_malloc(1000);
+  ASSERT_NE(large, nullptr);
+  ASSERT_NE(huge, nullptr);
+  ASSERT_NE(small, nullptr);
+  EXPECT_EQ(resident_in(large, MiB), MiB);
+  EXPECT_EQ(resident_in(huge, 8 * MiB), 8 * MiB);
+  auto slice = reinterpret_cast<std::uintptr_t>(small) & ~(std::uintptr_t{64 << 10} - 1);
+  EXPECT_EQ(resident_in(reinterpret_cast<void*>(slice), 64 << 10), std::size_t{64} << 10);
+  // The memory reads as zeros, as fresh memory does, and calloc agrees.
+  EXPECT_EQ(static_cast<unsigned char*>(huge)[8 * MiB - 1], 0);
+  std::memset(large, 7, MiB);
+  tenon_free(large);
+  tenon_free(huge);
+  tenon_free(small);
+  auto* z = static_cast<unsigned char*>(tenon_calloc(1, 3 * MiB));
+  ASSERT_NE(z, nullptr);
+  for (std::size_t i = 0; i < 3 * MiB; i += 4096) ASSERT_EQ(z[i], 0);
+  tenon_free(z);
+}
+
+// The default: fresh blocks are left to fault in on first touch.
+TEST(FreshMemory, OffLeavesFreshBlocksToTheFirstTouch) {
+  if (!rss_is_meaningful() || !untouched_is_visible()) GTEST_SKIP() << "residency is not visible here";
+  void* large = tenon_malloc(MiB);
+  void* huge = tenon_malloc(8 * MiB);
+  ASSERT_NE(large, nullptr);
+  ASSERT_NE(huge, nullptr);
+  EXPECT_LT(resident_in(large, MiB), MiB / 2);
+  EXPECT_LT(resident_in(huge, 8 * MiB), MiB);
+  tenon_free(large);
+  tenon_free(huge);
+}
+
+// TENON_POPULATE=4194304: the 8 MiB block is pre-faulted, the 1 MiB one not.
+TEST(FreshMemory, ThresholdPicksTheBigBlocks) {
+  if (const char* why = populate_unseen()) GTEST_SKIP() << why;
+  void* large = tenon_malloc(MiB);
+  void* huge = tenon_malloc(8 * MiB);
+  ASSERT_NE(large, nullptr);
+  ASSERT_NE(huge, nullptr);
+  EXPECT_EQ(resident_in(huge, 8 * MiB), 8 * MiB);
+  if (untouched_is_visible()) EXPECT_LT(resident_in(large, MiB), MiB / 2);
+  tenon_free(large);
+  tenon_free(huge);
+}
+
+// TENON_HUGE_PAGES=2 (chunks and huge blocks advised), with the background
+// purger off: 200 MiB of 1 MiB blocks and small blocks, written, freed and
+// trimmed go back to the OS as without the advice; the mappings carry the
+// advice (VmFlags "hg") where the kernel has THP.
+TEST(FreshMemory, HugePagesStillGiveMemoryBack) {
+  const std::size_t start = resident_bytes();
+  std::vector<void*> blocks;
+  for (int i = 0; i < 200; ++i) {
+    void* p = tenon_malloc(MiB);
+    ASSERT_NE(p, nullptr);
+    std::memset(p, i, MiB);
+    blocks.push_back(p);
+    void* s = tenon_malloc(48 + 16 * static_cast<std::size_t>(i));
+    ASSERT_NE(s, nullptr);
+    std::memset(s, i, 48);
+    blocks.push_back(s);
+  }
+  void* huge = tenon_malloc(12 * MiB);
+  ASSERT_NE(huge, nullptr);
+  std::memset(huge, 3, 12 * MiB);
+  if (rss_is_meaningful() && !thp_mode().empty() && thp_mode() != "never") {
+    EXPECT_NE(vm_flags_of(blocks[0]).find(" hg"), std::string::npos) << vm_flags_of(blocks[0]);
+    EXPECT_NE(vm_flags_of(huge).find(" hg"), std::string::npos) << vm_flags_of(huge);
+  }
+  for (std::size_t i = 0; i < blocks.size(); ++i)
+    ASSERT_EQ(static_cast<unsigned char*>(blocks[i])[0], static_cast<unsigned char>(i / 2));
+  const std::size_t peak = resident_bytes();
+  for (void* p : blocks) tenon_free(p);
+  tenon_free(huge);
+  tenon_malloc_trim(0);
+  const std::size_t after = resident_bytes();
+  if (!rss_is_meaningful()) return;
+  EXPECT_GE(peak, start + 200 * MiB);
+  // What stays is the chunk headers and the small blocks' spans: a few MiB.
+  EXPECT_LT(after, start + 16 * MiB) << "start " << start << " peak " << peak << " after trim " << after;
+}
+
+// Both options together: huge blocks come advised and pre-faulted, and a
+// realloc that grows one keeps its bytes.
+TEST(FreshMemory, PopulateWithHugePages) {
+  auto* p = static_cast<unsigned char*>(tenon_malloc(6 * MiB));
+  ASSERT_NE(p, nullptr);
+  if (rss_is_meaningful() && kernel_populates()) EXPECT_EQ(resident_in(p, 6 * MiB), 6 * MiB);
+  std::memset(p, 5, 6 * MiB);
+  p = static_cast<unsigned char*>(tenon_realloc(p, 20 * MiB));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p[6 * MiB - 1], 5);
+  std::memset(p, 6, 20 * MiB);
+  tenon_free(p);
+  EXPECT_GE(tenon_malloc_trim(0), 0);
+}
+
+}  // namespace
