@@ -12,7 +12,7 @@ include(CMakePackageConfigHelpers)
 # has them: installed, and offered by tenon-run --variant NAME. A new
 # variant is one more name here. libtenon-locked.so and the zero-cost
 # yardsticks are benchmark instruments and stay out.
-set(TENON_USER_VARIANTS secure latency trace valgrind)
+set(TENON_USER_VARIANTS secure percpu latency trace valgrind)
 
 add_library(tenon::tenon ALIAS tenon)
 add_library(tenon::static ALIAS tenon_static)
