@@ -9,29 +9,6 @@
 
 namespace tenon {
 
-namespace huge_detail {
-
-// A config may ask for its cached (freed) huge blocks to be inaccessible while
-// they wait (`static constexpr bool protect_cached_huge = true;`): a read or
-// write after free then faults. The header page and the block's first page
-// stay readable (the double free checks read them: the huge header, and a
-// layer's header at the start of the block).
-template <class C>
-constexpr bool protects_cached() {
-  if constexpr (requires { C::protect_cached_huge; }) return C::protect_cached_huge;
-  else return false;
-}
-
-template <class C>
-void guard_cached(huge_header* h, bool accessible) {
-  if constexpr (protects_cached<C>()) {
-    std::size_t page = C::platform::page_size();
-    if (h->capacity() > page) C::platform::protect(h->user + page, h->capacity() - page, accessible);
-  }
-}
-
-}  // namespace huge_detail
-
 // Cache slots hold one word each, so that claiming an entry (a CAS to 0) also
 // yields everything needed to judge it without touching its memory (which a
 // concurrent claimer may unmap): the mapping's unit index, its usable size in
@@ -84,8 +61,8 @@ bool huge_maps<C>::cache_put(huge_header* h) {
                                     huge_slot::to_tick(platform::now_ms()));
   // Marked freed before a slot publishes it: a claimer then sets its usable
   // size again (resize), so a free that reads 0 is a second one (is_freed).
+  huge_detail::close_freed<C>(h);
   h->usable = 0;
-  huge_detail::guard_cached<C>(h, false);
   for (auto& s : cache_) {
     std::uint64_t empty = 0;
     TENON_INJECT_POINT("huge.cache.put");
@@ -141,9 +118,12 @@ void huge_maps<C>::split_tail(huge_header* h, std::size_t usable) {
   }
   h->map_size = keep;
   chunks_->shared_stats().add_shared(stat_huge_remaps);  // the tail moved: the bytes mapped stay the same
+  // The tail came from the cached block's inaccessible part: its header page
+  // and first page open, as a cached block's are; the rest stays closed.
+  if constexpr (huge_detail::protects_cached<C>()) platform::protect(dest, 2 * page, true);
   auto* t = static_cast<huge_header*>(dest);
   t->map_size = tail;
-  t->usable = tail - page;
+  t->usable = huge_detail::protects_cached<C>() ? page : tail - page;  // what is open: cache_put closes it
   t->user = static_cast<char*>(dest) + page;
   t->far = false;
   t->owner = nullptr;
@@ -179,7 +159,6 @@ huge_header* huge_maps<C>::claim_cached(std::size_t usable, bool* alone) {
     TENON_INJECT_POINT("huge.cache.take");
     if (best->compare_exchange_strong(best_w, 0, std::memory_order_acquire)) {
       huge_header* h = huge_detail::header_at_unit(huge_slot::unit(best_w));
-      huge_detail::guard_cached<C>(h, true);
       cache_bytes_.fetch_sub(h->map_size, std::memory_order_relaxed);
       *alone = cached == 1;
       return h;

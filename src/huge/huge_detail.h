@@ -34,4 +34,53 @@ inline lookup::unit_entry entry_for(const huge_header* h, std::size_t map_size) 
 inline void publish(const huge_header* h) { lookup::set(marked_unit(h), entry_for(h, h->map_size)); }
 inline void withdraw(const huge_header* h) { lookup::clear(marked_unit(h)); }
 
+// A config may ask for its cached (freed) huge blocks to be inaccessible while
+// they wait (`static constexpr bool protect_cached_huge = true;`): a read or
+// write after free then faults. The header page and the block's first page
+// stay readable (the double free checks read them: the huge header, and a
+// layer's header at the start of the block).
+//
+// Only what a block's user may reach is accessible: its first `usable` bytes
+// while it is live, its first page while it is cached. The rest of its
+// capacity (pages kept for a later, larger request) stays inaccessible all
+// along, so that a free hides only the pages its user had and a reuse opens
+// only the pages asked for: mprotect's cost grows with the range it walks,
+// and a cached block's capacity is often well above the next request.
+template <class C>
+constexpr bool protects_cached() {
+  if constexpr (requires { C::protect_cached_huge; }) return C::protect_cached_huge;
+  else return false;
+}
+
+// The bytes [from, to) past the user pointer made accessible or not (both
+// page multiples; nothing when empty).
+template <class C>
+void guard_range(huge_header* h, std::size_t from, std::size_t to, bool accessible) {
+  if constexpr (protects_cached<C>()) {
+    if (to > from) C::platform::protect(h->user + from, to - from, accessible);
+  }
+}
+
+// The bytes past the user pointer a block's user may reach now: its usable
+// size while live, its first page while cached (usable 0).
+template <class C>
+std::size_t open_bytes(const huge_header* h) {
+  if constexpr (protects_cached<C>()) return h->usable ? h->usable : C::platform::page_size();
+  else return 0;
+}
+
+// A block going into the cache: its usable bytes close but its first page
+// (past them, it is closed already: open_bytes).
+template <class C>
+void close_freed(huge_header* h) {
+  if constexpr (protects_cached<C>()) guard_range<C>(h, C::platform::page_size(), h->usable, false);
+}
+
+// A growth that failed: the pages it opened close again; nullptr.
+template <class C>
+void* close_again(huge_header* h, std::size_t open, std::size_t capacity) {
+  guard_range<C>(h, open, capacity, false);
+  return nullptr;
+}
+
 }  // namespace tenon::huge_detail

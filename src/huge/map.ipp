@@ -146,6 +146,10 @@ void* huge_maps<C>::resize(huge_header* h, std::size_t n) {
   return p;
 }
 
+// Called for a block just taken from the cache (usable 0: its first page
+// open) and for a live block's realloc (its usable bytes open); either way
+// the pages past what is open are closed where the config protects cached
+// blocks (cache.ipp, open_bytes), and they are again on return.
 template <class C>
 void* huge_maps<C>::reshape(huge_header* h, std::size_t n) {
   using platform = typename C::platform;
@@ -153,6 +157,7 @@ void* huge_maps<C>::reshape(huge_header* h, std::size_t n) {
   if (h->far || h->user != reinterpret_cast<char*>(h) + page) return nullptr;
   std::size_t usable = huge_detail::round_up(n, page);
   std::size_t capacity = h->capacity();
+  std::size_t open = huge_detail::open_bytes<C>(h);
   if (usable <= capacity) {
     // Fits: keep the mapping and its resident pages, so that a later, larger
     // request needs no page faults (on malloc-large, 2-35 MiB blocks, trimming
@@ -161,11 +166,18 @@ void* huge_maps<C>::reshape(huge_header* h, std::size_t n) {
     // mapping is at most kHugeCacheMaxBlock, which bounds the idle part.
     if (capacity / 16 > usable) {
       TENON_INJECT_POINT("huge.remap");
-      resize_mapping(h, page + 2 * usable);
+      // A live block shrunk so far keeps open no more than the mapping left.
+      if (resize_mapping(h, page + 2 * usable) && open > h->capacity()) open = h->capacity();
     }
+    // Only the pages asked for open; a shrink closes the ones given up.
+    huge_detail::guard_range<C>(h, open, usable, true);
+    huge_detail::guard_range<C>(h, usable, open, false);
     h->usable = usable;
     return h->user;
   }
+  // mremap grows or moves one VMA only: the closed pages open first (the
+  // block then uses them all), and close again if the mapping cannot grow.
+  huge_detail::guard_range<C>(h, open, capacity, true);
   TENON_INJECT_POINT("huge.remap");
   std::size_t map_size = page + usable;
   if (!resize_mapping(h, map_size)) {
@@ -175,16 +187,16 @@ void* huge_maps<C>::reshape(huge_header* h, std::size_t n) {
     // first: only the caller holds this block, and no one else may look it
     // up in between. The new unit's leaf is reserved before anything moves.
     void* dest = platform::reserve(map_size, kChunkSize);
-    if (!dest) return nullptr;
+    if (!dest) return huge_detail::close_again<C>(h, open, capacity);
     if (!lookup::prepare(dest)) {
       platform::release(dest, map_size);
-      return nullptr;
+      return huge_detail::close_again<C>(h, open, capacity);
     }
     huge_detail::withdraw(h);
     if (!platform::move_to(h, h->map_size, map_size, dest)) {
       huge_detail::publish(h);
       platform::release(dest, map_size);
-      return nullptr;
+      return huge_detail::close_again<C>(h, open, capacity);
     }
     h = static_cast<huge_header*>(dest);  // the old header moved with the pages
     count(stat_huge_remaps);

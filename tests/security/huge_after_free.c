@@ -1,21 +1,87 @@
-/* A read of a freed 4 MiB block (bench/security/misuse.h's protocol: ACCESS
- * before the access, DONE after it). libtenon-secure.so keeps a freed huge
- * block inaccessible while it waits in its cache: the read faults. */
+/* Huge blocks under libtenon-secure.so (bench/security/misuse.h's protocol:
+ * ACCESS before the access, DONE after it). A freed huge block waits in the
+ * huge cache inaccessible past its first page, and a block reused from the
+ * cache is accessible exactly as far as its usable size: the pages it keeps
+ * past that, for a later and larger request, stay inaccessible.
+ * usage: huge_after_free [CASE]
+ *   (none)         read the middle of a freed 4 MiB block: faults
+ *   reuse_past     a cached 32 MiB block reused for 8 MiB: all 8 MiB
+ *                  writable, a read 16 MiB in (past the request) faults
+ *   reuse_free     the same block freed again: a read of a page the
+ *                  request had opened faults
+ *   reuse_grow     a cached 8 MiB block reused for 24 MiB (grown by mremap):
+ *                  all of it writable, the old contents' place too; ends
+ *                  normally (END, exit 0)
+ *   reuse_split    a cached, resident 32 MiB block reused for 8 MiB: its
+ *                  tail moves to a cached block of its own (an inaccessible
+ *                  range until then), which a 20 MiB request then reuses,
+ *                  written throughout; a read past that request faults */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-int main(void) {
-  size_t n = (size_t)4 << 20;
-  char* p = malloc(n);
-  if (!p) return 2;
-  memset(p, 0x5a, n);
-  free(p);
-  printf("ACCESS read freed %p\n", (void*)(p + n / 2));
+#define MIB ((size_t)1 << 20)
+
+static void access_read(const char* what, char* at) {
+  printf("ACCESS read %s %p\n", what, (void*)at);
   fflush(stdout);
-  volatile char c = ((volatile char*)p)[n / 2];
+  volatile char c = *(volatile char*)at;
   (void)c;
   printf("DONE\n");
+}
+
+/* A freed block of `was` bytes, first and last pages written (the rest not
+ * resident: the cache keeps it whole), then a block of `now` bytes that
+ * reuses it, written throughout. */
+static char* reuse(size_t was, size_t now) {
+  char* p = malloc(was);
+  if (!p) exit(2);
+  p[0] = 1;
+  p[was - 1] = 1;
+  free(p);
+  char* q = malloc(now);
+  if (!q) exit(2);
+  memset(q, 0x5a, now);
+  printf("NOTE reused %s\n", q == p ? "in place" : "elsewhere");
+  return q;
+}
+
+int main(int argc, char** argv) {
+  const char* c = argc > 1 ? argv[1] : "";
+  if (!strcmp(c, "")) {
+    size_t n = 4 * MIB;
+    char* p = malloc(n);
+    if (!p) return 2;
+    memset(p, 0x5a, n);
+    free(p);
+    access_read("freed", p + n / 2);
+  } else if (!strcmp(c, "reuse_past")) {
+    char* q = reuse(32 * MIB, 8 * MIB);
+    access_read("past the request", q + 16 * MIB);
+  } else if (!strcmp(c, "reuse_free")) {
+    char* q = reuse(32 * MIB, 8 * MIB);
+    free(q);
+    access_read("freed", q + 4 * MIB);
+  } else if (!strcmp(c, "reuse_grow")) {
+    char* q = reuse(8 * MIB, 24 * MIB);
+    for (size_t i = 0; i < 24 * MIB; i += 4096)
+      if (q[i] != 0x5a) return 3;
+    free(q);
+  } else if (!strcmp(c, "reuse_split")) {
+    char* p = malloc(32 * MIB);
+    if (!p) return 2;
+    memset(p, 1, 32 * MIB);
+    free(p);
+    char* q = malloc(8 * MIB);
+    char* t = malloc(20 * MIB);
+    if (!q || !t) return 2;
+    memset(q, 0x5a, 8 * MIB);
+    memset(t, 0x5a, 20 * MIB);
+    printf("NOTE tail %s\n", t > q && t < p + 32 * MIB ? "reused in place" : "elsewhere");
+    access_read("past the request", t + 22 * MIB);
+  } else {
+    return 2;
+  }
   printf("END\n");
   return 0;
 }

@@ -124,6 +124,39 @@ TEST(SecureDetects, ReadAfterFree4MFaults) {
   EXPECT_TRUE(stopped_at_misuse(r, SIGSEGV, "", false)) << r.describe();
 }
 
+// A huge block reused from the cache is accessible as far as its usable size
+// and no further: the cached block's capacity past the request stays
+// inaccessible (huge_after_free.c has the cases).
+TEST(SecureDetects, ReadPastReusedHugeBlockFaults) {
+  SKIP_UNLESS_PRELOAD();
+  misuse_run r = run_secure(TENON_HUGE_AFTER_FREE_PROGRAM, "reuse_past");
+  EXPECT_TRUE(stopped_at_misuse(r, SIGSEGV, "", false)) << r.describe();
+}
+
+// Freed again, the reused block's opened pages close with it.
+TEST(SecureDetects, ReadAfterFreeOfReusedHugeBlockFaults) {
+  SKIP_UNLESS_PRELOAD();
+  misuse_run r = run_secure(TENON_HUGE_AFTER_FREE_PROGRAM, "reuse_free");
+  EXPECT_TRUE(stopped_at_misuse(r, SIGSEGV, "", false)) << r.describe();
+}
+
+// A resident cached block reused for a much smaller request gives its tail
+// to a cached block of its own (moved while inaccessible): that block, reused
+// in turn, is writable as far as asked and no further.
+TEST(SecureDetects, ReadPastReusedHugeTailFaults) {
+  SKIP_UNLESS_PRELOAD();
+  misuse_run r = run_secure(TENON_HUGE_AFTER_FREE_PROGRAM, "reuse_split");
+  EXPECT_TRUE(stopped_at_misuse(r, SIGSEGV, "", false)) << r.describe();
+}
+
+// A cached block smaller than the request grows (mremap moves or extends one
+// VMA only, so its closed pages open first): every byte is usable.
+TEST(SecureHuge, ReusedBlockGrownIsWritable) {
+  SKIP_UNLESS_PRELOAD();
+  misuse_run r = run_secure(TENON_HUGE_AFTER_FREE_PROGRAM, "reuse_grow");
+  EXPECT_TRUE(r.exited && r.exit_code == 0 && r.printed("END")) << r.describe();
+}
+
 // A write to a malloc(0) block faults at the access itself.
 TEST(SecureDetects, WriteToZeroSizeBlockFaults) {
   SKIP_UNLESS_PRELOAD();
