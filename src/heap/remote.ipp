@@ -113,8 +113,8 @@ inline unsigned outbox_slot(const void* dest, std::size_t heap_size) {
 
 // The common case on its own: the block joins a batch already started for
 // its owner. Everything else is free_remote_slow's, so that this path saves
-// no registers and sets up no frame (it was 45 instructions a free with the
-// rest inlined, 20 without).
+// no registers and sets up no frame (docs/architecture.md, "Where a weak
+// row's time goes").
 template <class C>
 void thread_heaps<C>::free_remote(heap_t* h, span* s, block* b) {
   TENON_CHECK(s->kind == span_kind::small);
