@@ -103,9 +103,41 @@ void thread_heaps<C>::flush_remote(heap_t* h) {
   while (h->out_pending) flush_outbox(h, h->out[std::countr_zero(h->out_pending)]);
 }
 
+// The outbox slot of a destination heap: from the heap's address, not a
+// field of it (reading the destination heap's memory on every free would
+// need ordering and a cache line we do not have). Heaps of one segment are
+// contiguous, so they take consecutive slots.
+inline unsigned outbox_slot(const void* dest, std::size_t heap_size) {
+  return static_cast<unsigned>((reinterpret_cast<std::uintptr_t>(dest) / heap_size) % kOutboxes);
+}
+
+// The common case on its own: the block joins a batch already started for
+// its owner. Everything else is free_remote_slow's, so that this path saves
+// no registers and sets up no frame (docs/architecture.md, "Where a weak
+// row's time goes").
 template <class C>
 void thread_heaps<C>::free_remote(heap_t* h, span* s, block* b) {
   TENON_CHECK(s->kind == span_kind::small);
+  // Acquire pairs with the release that published the owner: the heap's
+  // construction (its inbox word) happens before our delivery to it.
+  void* dest = s->owner.load(std::memory_order_acquire);
+  outbox& ob = h->out[outbox_slot(dest, sizeof(heap_t))];
+  // A started batch (count > 0) has a live heap as its destination, never
+  // ours (our own blocks never enter an outbox) and never null: the empty
+  // heap's outboxes stay empty, and an unowned span's null owner matches
+  // no started batch.
+  if (__builtin_expect(ob.dest != dest || ob.count == 0, 0)) {
+    free_remote_slow(h, s, b);
+    return;
+  }
+  TENON_CHECK(dest != h && dest != nullptr);
+  C::links::set_next(b, ob.head, s);
+  ob.head = b;
+  if (++ob.count >= kRemoteBatchMax) flush_outbox(h, ob);
+}
+
+template <class C>
+void thread_heaps<C>::free_remote_slow(heap_t* h, span* s, block* b) {
   // A thread that only frees (the consumer of a producer/consumer pair) gets
   // a heap too, so that its remote frees are batched like everyone else's;
   // not once its heap was released at exit, nor when no heap is to be had.
@@ -113,9 +145,7 @@ void thread_heaps<C>::free_remote(heap_t* h, span* s, block* b) {
     free_heapless(s, b);
     return;
   }
-  // Acquire pairs with the release that published the owner: the heap's
-  // construction (its inbox word) happens before our delivery to it.
-  void* dest = s->owner.load(std::memory_order_acquire);
+  void* dest = s->owner.load(std::memory_order_acquire);  // as in free_remote
   if (dest == h) {  // the heap attached just now already owns it
     free_to_own_span(*this, h, s, b);
     return;
@@ -125,10 +155,7 @@ void thread_heaps<C>::free_remote(heap_t* h, span* s, block* b) {
     push_remote(s, b, b, 1, &h->st);
     return;
   }
-  // Slot from the heap's address, not a field of it: reading the destination
-  // heap's memory here would need ordering we do not have (owner is relaxed).
-  // Heaps of one segment are contiguous, so they take consecutive slots.
-  outbox& ob = h->out[(reinterpret_cast<std::uintptr_t>(dest) / sizeof(heap_t)) % kOutboxes];
+  outbox& ob = h->out[outbox_slot(dest, sizeof(heap_t))];
   if (ob.dest != dest || ob.count == 0) {
     // A heap of another engine part (a first-class heap's): straight to its
     // inbox, never batched, so that no outbox holds a block of it when that

@@ -48,9 +48,29 @@ enum class span_kind : std::uint8_t { small, large };
 // Where a small span is, from its owner's point of view (owner-private).
 enum class span_state : std::uint8_t { current, avail, full, detached };
 
-struct span {
-  // --- owner-only ---
-  block* free = nullptr;       // local free list: owner's frees land here
+// Two cache lines. The first holds what every free reads, a remote one
+// included (owner, kind, geometry), written only when the span changes
+// hands; the second what the owner writes on every malloc and local free
+// (free list, count). Sharing one line, each remote free missed on it and
+// took it from the owner's cache, and the owner's next malloc took it back
+// (docs/architecture.md, "Where a weak row's time goes").
+struct alignas(64) span {
+  // --- read by every free; fixed while the span lives, but for owner ---
+  // Shared: written on (ab)adoption. The owning thread heap (a
+  // thread_heap<C> of the engine whose chunk this is), or nullptr.
+  std::atomic<void*> owner{nullptr};
+  char* start = nullptr;
+  std::size_t large_usable = 0;  // large spans: usable bytes from the user pointer
+  std::uint32_t block_size = 0;
+  std::uint32_t capacity = 0;
+  span_kind kind = span_kind::small;
+  std::uint8_t cls = 0;
+  std::uint8_t first_slice = 0;
+  std::uint8_t nslices = 0;
+  bool zeroed = false;         // memory known to read as zeros (fresh or purged)
+  bool some_clean = false;     // a slice of it was fresh or purged when taken: TENON_POPULATE pre-faults it
+  // --- owner-only, on the second line ---
+  alignas(64) block* free = nullptr;  // local free list: owner's frees land here
   // Blocks out ("used", biased by kCurrentBias while current), kept as the
   // local frees left before the free fast path must take its slow path,
   // used - low_mark: that path's test is then a decrement and a sign test
@@ -58,25 +78,12 @@ struct span {
   // through used(), set_used(), add_used(), remove_used(), set_low_mark().
   std::int32_t until_slow = -1;
   std::uint32_t low_mark = 1;  // local free calls the slow path when used drops below
-  // Shared: read by every free, written on (ab)adoption. The owning thread
-  // heap (a thread_heap<C> of the engine whose chunk this is), or nullptr.
-  std::atomic<void*> owner{nullptr};
   span* next = nullptr;        // owner's avail/full list
   span* prev = nullptr;
   std::uint32_t carved = 0;    // blocks carved from the span's memory so far
   span_state state = span_state::detached;
-  // --- fixed while the span lives ---
-  span_kind kind = span_kind::small;
-  std::uint8_t cls = 0;
-  std::uint8_t first_slice = 0;
-  std::uint8_t nslices = 0;
-  bool zeroed = false;         // memory known to read as zeros (fresh or purged)
-  bool some_clean = false;     // a slice of it was fresh or purged when taken: TENON_POPULATE pre-faults it
-  std::uint32_t block_size = 0;
-  std::uint32_t capacity = 0;
-  char* start = nullptr;
-  std::size_t large_usable = 0;  // large spans: usable bytes from the user pointer
-  // --- shared ---
+  // --- shared, written by remote pushers and the owner (the owner's line:
+  // it takes what they push) ---
   std::atomic<std::uint64_t> remote{0};
   std::atomic<std::uint32_t> stack_next{0};  // link on a partial stack (span id)
 
@@ -91,6 +98,7 @@ struct span {
     set_used(u);
   }
 };
+static_assert(sizeof(span) == 128, "two cache lines: what freers read, what the owner writes");
 
 // The descriptor of a span with nothing to give: every class of a heap with
 // no span of its own points here, so the malloc fast path needs no null test.
