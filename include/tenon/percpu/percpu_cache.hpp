@@ -137,29 +137,25 @@ struct percpu_cache : pass_through<Inner> {
   }
 
   // The span's owner is one of E's thread heaps (not a first-class heap's,
-  // not abandoned). Commonly it is the calling thread's own heap, which is
-  // one of them (engine_front's free relies on the same), tested with the
-  // thread-local load the thread heap's free makes; only another owner
-  // needs the null test and its home read.
+  // not abandoned). (Testing first whether it is the calling thread's own
+  // heap saves three instructions on such frees, but where blocks of
+  // several heaps are freed in mixed order, as in larson, that branch is
+  // mispredicted about every other free and the layer was markedly slower:
+  // the null and home tests are always taken the same way.)
   static bool of_our_heaps(const span* s) {
     auto* h = static_cast<const thread_heap<config>*>(s->owner.load(std::memory_order_relaxed));
-    if (__builtin_expect(h == t_thread<config>.current, 1)) return true;
     return h != nullptr && h->home == &E.heaps;
   }
 
-  // After a failed sequence: the calling CPU's region (a hint: the thread
-  // may move at once), or null, having made the region if the CPU has none
-  // yet (this call goes to Inner either way). Null without rseq (cpu_id
-  // negative), where only the test knob, if not read yet or on, is looked at.
-  static char* region_after_miss() noexcept {
+  // Why a sequence failed: the CPU's region is there (its stack was empty
+  // or full, or the thread moved: a hint either way), there is no rseq
+  // (cpu_id negative: the fallback, unless the test knob is unread or on),
+  // or the region is still to be made (make_region, then Inner).
+  enum miss_kind { kStack, kNoRseq, kNoRegion };
+  static miss_kind why_missed() noexcept {
     int cpu = percpu::current_cpu();
-    if (cpu >= 0) {
-      if (char* r = s_table[cpu + 2].load(std::memory_order_relaxed)) return r;
-      make_region();
-    } else if (__builtin_expect(s_pretend.load(std::memory_order_relaxed) != 0, 0)) {
-      make_region();
-    }
-    return nullptr;
+    if (cpu >= 0) return s_table[cpu + 2].load(std::memory_order_relaxed) != nullptr ? kStack : kNoRegion;
+    return __builtin_expect(s_pretend.load(std::memory_order_relaxed) == 0, 1) ? kNoRseq : kNoRegion;
   }
 
   // malloc's sequence failed: the stack was empty, or there is no region.
@@ -167,8 +163,10 @@ struct percpu_cache : pass_through<Inner> {
   // returned, so that the calls after it hit; without a region Inner serves
   // the one call (the whole of the fallback).
   __attribute__((noinline)) static void* alloc_miss(std::size_t n) noexcept {
-    if (__builtin_expect(region_after_miss() == nullptr, 0)) return Inner::alloc(n);
-    return refill(n);
+    miss_kind why = why_missed();
+    if (__builtin_expect(why == kStack, 1)) return refill(n);
+    if (why == kNoRegion) make_region();  // out of line: no frame on the fallback's path
+    return Inner::alloc(n);
   }
 
   // Allocates the block to return and a batch of its class from Inner (n
@@ -177,7 +175,7 @@ struct percpu_cache : pass_through<Inner> {
   // this CPU filled the stack meanwhile, or the thread moved to a CPU whose
   // stack is fuller) goes straight back to Inner: each block is either
   // pushed by the one commit or freed, never both.
-  static void* refill(std::size_t n) noexcept {
+  __attribute__((noinline)) static void* refill(std::size_t n) noexcept {
     void* p = Inner::alloc(n);
     if (__builtin_expect(p == nullptr, 0)) return p;
     unsigned c = kClasses.small[(n + 7) >> 3];
@@ -197,7 +195,13 @@ struct percpu_cache : pass_through<Inner> {
   // the oldest, at the bottom, would need the stack moved) into Inner, in
   // one sequence, and p pushed in the room made.
   __attribute__((noinline)) static void dealloc_miss(void* p, unsigned c) noexcept {
-    if (__builtin_expect(region_after_miss() == nullptr, 0)) return Inner::dealloc(p);
+    miss_kind why = why_missed();
+    if (__builtin_expect(why == kStack, 1)) return drain(p, c);
+    if (why == kNoRegion) make_region();
+    Inner::dealloc(p);
+  }
+
+  __attribute__((noinline)) static void drain(void* p, unsigned c) noexcept {
     void* batch[percpu::kMaxBatch];
     std::uint32_t drained = percpu::pop_n(s_table, c, batch, percpu::batch_of(c));
     if (!percpu::push(s_table, c, p)) Inner::dealloc(p);
