@@ -175,27 +175,25 @@ TEST(Percpu, HeapBlocksAreNotCached) {
 
 // Bursts three times a stack's capacity and more, of a small class and of
 // the largest cached one, allocated, checked and freed in order and in
-// reverse: every block past the stack goes through the batch refill and
-// drain paths. Contents are checked before each free (a block handed out
-// twice would carry the later pattern); with rseq, the counts show one
-// batch refilled on an empty stack, one drained from a full one, and trim
-// giving everything back.
+// reverse: every block past the stack takes the miss paths (an empty stack
+// and a full one, to Inner). Contents are checked before each free (a
+// block handed out twice would carry the later pattern); with rseq, the
+// counts show that a miss on an empty stack caches nothing, a full stack
+// stays full with the extra block going to Inner, and trim gives
+// everything back.
 TEST(Percpu, BurstsLargerThanTheStack) {
   const bool cached = rseq_here();
   if (cached) ASSERT_TRUE(pin_to(nth_allowed_cpu(0)));
   for (std::size_t size : {std::size_t{64}, std::size_t{1000}}) {
     const unsigned c = tenon::size_to_class(size);
-    const std::size_t cap = tenon::percpu::slots_of(c), batch = tenon::percpu::batch_of(c);
+    const std::size_t cap = tenon::percpu::slots_of(c);
     C::dealloc(C::alloc(size));  // this CPU's region made (the first miss makes it)
     C::trim(0);
     EXPECT_EQ(C::cached_blocks(), 0u);
-    // An empty stack: the first allocation refills one batch besides the
-    // block it returns.
+    // An empty stack: the allocation comes from Inner, nothing is cached.
     void* first = C::alloc(size);
     ASSERT_NE(first, nullptr);
-    if (cached) {
-      EXPECT_EQ(C::cached_blocks(), batch) << size;
-    }
+    EXPECT_EQ(C::cached_blocks(), 0u) << size;
     C::dealloc(first);
     const std::size_t n = 3 * cap + 7;
     std::vector<void*> v(n);
@@ -213,14 +211,14 @@ TEST(Percpu, BurstsLargerThanTheStack) {
       EXPECT_LE(C::cached_blocks(), cached ? cap : 0) << size;
     }
     if (cached) {
-      // A full stack: the next free drains one batch and pushes its block.
+      // A full stack: the next free goes to Inner.
       C::trim(0);
       for (std::size_t i = 0; i < cap + 1; ++i) v[i] = C::alloc(size);
       C::trim(0);  // what the allocations left cached
       for (std::size_t i = 0; i < cap; ++i) C::dealloc(v[i]);
       EXPECT_EQ(C::cached_blocks(), cap) << size;
       C::dealloc(v[cap]);
-      EXPECT_EQ(C::cached_blocks(), cap - batch + 1) << size;
+      EXPECT_EQ(C::cached_blocks(), cap) << size;
     }
     C::trim(0);
     EXPECT_EQ(C::cached_blocks(), 0u) << size;

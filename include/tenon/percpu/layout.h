@@ -52,14 +52,4 @@ constexpr region_layout make_layout() {
 inline constexpr region_layout kLayout = make_layout();
 static_assert(kLayout.bytes <= 80 * 1024, "a region is meant to be at most 80 KiB");
 
-// Blocks moved at once between a stack and the layer underneath on a miss:
-// an empty stack is refilled with this many (besides the block returned),
-// a full one drained of this many, so that the next calls of a burst hit
-// instead of each failing its sequence again. Half the stack where that is
-// less (the 1 KiB class's 64 slots), so a drained stack keeps half.
-constexpr std::uint32_t kMaxBatch = 32;
-constexpr std::uint32_t batch_of(unsigned c) {
-  return slots_of(c) / 2 < kMaxBatch ? slots_of(c) / 2 : kMaxBatch;
-}
-
 }  // namespace tenon::percpu

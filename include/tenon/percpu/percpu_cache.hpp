@@ -2,10 +2,9 @@
 // CPU (docs/architecture.md, "Per-CPU caches"). Each CPU has a region of
 // bounded stacks of block pointers, one per size class up to kMaxCached
 // (layout.h); malloc pops from the current CPU's stack and free pushes onto
-// it, each in one restartable sequence (rseq_stack.h). An empty stack is
-// refilled from Inner with a batch of blocks, a full one drained of a batch
-// into Inner; a CPU without its region yet, or a thread without rseq, goes
-// to Inner for the one call: where rseq is missing (qemu-user, valgrind,
+// it, each in one restartable sequence (rseq_stack.h). An empty stack, a
+// full one, a CPU without its region yet, or a thread without rseq goes to
+// Inner for that one call: where rseq is missing (qemu-user, valgrind,
 // ThreadSanitizer builds, GLIBC_TUNABLES=glibc.pthread.rseq=0, other
 // architectures) the layer is Inner with a few instructions more.
 //
@@ -63,7 +62,7 @@ struct percpu_cache : pass_through<Inner> {
       if (__builtin_expect(small_cached_class(s) && (reinterpret_cast<std::uintptr_t>(p) & 7) == 0 && of_our_heaps(s),
                            1)) {
         if (__builtin_expect(percpu::push(s_table, s->cls, p), 1)) return;
-        return dealloc_miss(p, s->cls);
+        return dealloc_miss(p);
       }
     }
     Inner::dealloc(p);
@@ -158,54 +157,19 @@ struct percpu_cache : pass_through<Inner> {
     return __builtin_expect(s_pretend.load(std::memory_order_relaxed) == 0, 1) ? kNoRseq : kNoRegion;
   }
 
-  // malloc's sequence failed: the stack was empty, or there is no region.
-  // An empty stack is refilled from Inner with a batch besides the block
-  // returned, so that the calls after it hit; without a region Inner serves
-  // the one call (the whole of the fallback).
+  // A sequence failed: the stack was empty or full, or there is no region
+  // (made here if the CPU has none yet). Inner serves the one call.
+  // Misses are not refilled or drained in batches: Inner has no bulk
+  // interface, so a batch is a loop of single calls, and measured with rseq
+  // it was slower than this (docs/architecture.md, "Per-CPU caches").
   __attribute__((noinline)) static void* alloc_miss(std::size_t n) noexcept {
-    miss_kind why = why_missed();
-    if (__builtin_expect(why == kStack, 1)) return refill(n);
-    if (why == kNoRegion) make_region();  // out of line: no frame on the fallback's path
+    if (__builtin_expect(why_missed() == kNoRegion, 0)) make_region();  // out of line: no frame on the common path
     return Inner::alloc(n);
   }
 
-  // Allocates the block to return and a batch of its class from Inner (n
-  // is in the class, so Inner hands out blocks of the same class), then
-  // pushes the batch in one sequence. What does not fit (another thread on
-  // this CPU filled the stack meanwhile, or the thread moved to a CPU whose
-  // stack is fuller) goes straight back to Inner: each block is either
-  // pushed by the one commit or freed, never both.
-  __attribute__((noinline)) static void* refill(std::size_t n) noexcept {
-    void* p = Inner::alloc(n);
-    if (__builtin_expect(p == nullptr, 0)) return p;
-    unsigned c = kClasses.small[(n + 7) >> 3];
-    std::uint32_t want = percpu::batch_of(c), got = 0;
-    void* batch[percpu::kMaxBatch];
-    int saved = errno;  // a failed extra allocation must not show in errno
-    for (; got < want; ++got)
-      if ((batch[got] = Inner::alloc(n)) == nullptr) break;
-    errno = saved;
-    std::uint32_t pushed = percpu::push_n(s_table, c, batch, got);
-    for (std::uint32_t i = pushed; i < got; ++i) Inner::dealloc(batch[i]);
-    return p;
-  }
-
-  // free's sequence failed: the stack was full, or there is no region. A
-  // full stack is drained of a batch from its top (the blocks freed last;
-  // the oldest, at the bottom, would need the stack moved) into Inner, in
-  // one sequence, and p pushed in the room made.
-  __attribute__((noinline)) static void dealloc_miss(void* p, unsigned c) noexcept {
-    miss_kind why = why_missed();
-    if (__builtin_expect(why == kStack, 1)) return drain(p, c);
-    if (why == kNoRegion) make_region();
+  __attribute__((noinline)) static void dealloc_miss(void* p) noexcept {
+    if (__builtin_expect(why_missed() == kNoRegion, 0)) make_region();
     Inner::dealloc(p);
-  }
-
-  __attribute__((noinline)) static void drain(void* p, unsigned c) noexcept {
-    void* batch[percpu::kMaxBatch];
-    std::uint32_t drained = percpu::pop_n(s_table, c, batch, percpu::batch_of(c));
-    if (!percpu::push(s_table, c, p)) Inner::dealloc(p);
-    for (std::uint32_t i = 0; i < drained; ++i) Inner::dealloc(batch[i]);
   }
 
   // Makes the calling thread's CPU's region if it has none: the first
