@@ -163,7 +163,7 @@ struct percpu_cache : pass_through<Inner> {
   // interface, so a batch is a loop of single calls, and measured with rseq
   // it was slower than this (docs/architecture.md, "Per-CPU caches").
   __attribute__((noinline)) static void* alloc_miss(std::size_t n) noexcept {
-    if (__builtin_expect(why_missed() == kNoRegion, 0)) make_region();  // out of line: no frame on the common path
+    if (__builtin_expect(why_missed() == kNoRegion, 0)) make_region();
     return Inner::alloc(n);
   }
 
