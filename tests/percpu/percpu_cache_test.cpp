@@ -173,6 +173,59 @@ TEST(Percpu, HeapBlocksAreNotCached) {
   unpin();
 }
 
+// Bursts three times a stack's capacity and more, of a small class and of
+// the largest cached one, allocated, checked and freed in order and in
+// reverse: every block past the stack takes the miss paths (an empty stack
+// and a full one, to Inner). Contents are checked before each free (a
+// block handed out twice would carry the later pattern); with rseq, the
+// counts show that a miss on an empty stack caches nothing, a full stack
+// stays full with the extra block going to Inner, and trim gives
+// everything back.
+TEST(Percpu, BurstsLargerThanTheStack) {
+  const bool cached = rseq_here();
+  if (cached) ASSERT_TRUE(pin_to(nth_allowed_cpu(0)));
+  for (std::size_t size : {std::size_t{64}, std::size_t{1000}}) {
+    const unsigned c = tenon::size_to_class(size);
+    const std::size_t cap = tenon::percpu::slots_of(c);
+    C::dealloc(C::alloc(size));  // this CPU's region made (the first miss makes it)
+    C::trim(0);
+    EXPECT_EQ(C::cached_blocks(), 0u);
+    // An empty stack: the allocation comes from Inner, nothing is cached.
+    void* first = C::alloc(size);
+    ASSERT_NE(first, nullptr);
+    EXPECT_EQ(C::cached_blocks(), 0u) << size;
+    C::dealloc(first);
+    const std::size_t n = 3 * cap + 7;
+    std::vector<void*> v(n);
+    for (int round = 0; round < 4; ++round) {
+      for (std::size_t i = 0; i < n; ++i) {
+        v[i] = C::alloc(size);
+        ASSERT_NE(v[i], nullptr);
+        tenon_test::fill_pattern(v[i], size, reinterpret_cast<std::uintptr_t>(v[i]) + round);
+      }
+      for (std::size_t k = 0; k < n; ++k) {
+        void* q = v[round % 2 ? n - 1 - k : k];
+        ASSERT_TRUE(check_pattern(q, size, reinterpret_cast<std::uintptr_t>(q) + round)) << size << " " << k;
+        C::dealloc(q);
+      }
+      EXPECT_LE(C::cached_blocks(), cached ? cap : 0) << size;
+    }
+    if (cached) {
+      // A full stack: the next free goes to Inner.
+      C::trim(0);
+      for (std::size_t i = 0; i < cap + 1; ++i) v[i] = C::alloc(size);
+      C::trim(0);  // what the allocations left cached
+      for (std::size_t i = 0; i < cap; ++i) C::dealloc(v[i]);
+      EXPECT_EQ(C::cached_blocks(), cap) << size;
+      C::dealloc(v[cap]);
+      EXPECT_EQ(C::cached_blocks(), cap) << size;
+    }
+    C::trim(0);
+    EXPECT_EQ(C::cached_blocks(), 0u) << size;
+  }
+  if (cached) unpin();
+}
+
 // Many threads, every cached class and some above, each freeing the blocks
 // of another thread; every block checked for its own pattern before it goes.
 TEST(Percpu, CrossThreadFreesKeepContents) {

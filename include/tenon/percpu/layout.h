@@ -1,5 +1,6 @@
-// Per-CPU caches, the layout of one CPU's region: a class_stack header per
-// cached size class, then each class's slots (block pointers). Fixed at
+// Per-CPU caches, the layout of one CPU's region: a region_header (each
+// cached class's top, begin and end), then each class's slots (block
+// pointers). Fixed at
 // compile time, so that the sequences need only the class's header offset.
 #pragma once
 #include <cstddef>
@@ -14,6 +15,7 @@ namespace tenon::percpu {
 // where most requests are and where the size's class is one table load.
 constexpr std::size_t kMaxCached = 1024;
 constexpr unsigned kCachedClasses = size_to_class(kMaxCached) + 1;
+static_assert(kCachedClasses <= kHeaderClasses);
 
 // Slots per class: about kClassBytes of blocks, at least kMinSlots and at
 // most kMaxSlots. A region is then 80 KiB of address space (pages touched as
@@ -37,7 +39,7 @@ struct region_layout {
 
 constexpr region_layout make_layout() {
   region_layout l{};
-  std::uint32_t off = (kCachedClasses * sizeof(class_stack) + 63) & ~63u;  // slots start on a cache line
+  std::uint32_t off = (sizeof(region_header) + 63) & ~63u;  // slots start on a cache line
   for (unsigned c = 0; c < kCachedClasses; ++c) {
     l.begin[c] = off;
     off += slots_of(c) * 8;
@@ -49,8 +51,5 @@ constexpr region_layout make_layout() {
 
 inline constexpr region_layout kLayout = make_layout();
 static_assert(kLayout.bytes <= 80 * 1024, "a region is meant to be at most 80 KiB");
-
-// Byte offset of class c's stack header in a region (the sequences' h).
-constexpr std::uintptr_t header_of(unsigned c) { return std::uintptr_t{c} * sizeof(class_stack); }
 
 }  // namespace tenon::percpu

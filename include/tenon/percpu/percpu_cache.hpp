@@ -4,9 +4,9 @@
 // (layout.h); malloc pops from the current CPU's stack and free pushes onto
 // it, each in one restartable sequence (rseq_stack.h). An empty stack, a
 // full one, a CPU without its region yet, or a thread without rseq goes to
-// Inner: where rseq is missing (qemu-user, valgrind, ThreadSanitizer builds,
-// GLIBC_TUNABLES=glibc.pthread.rseq=0, other architectures) the layer is
-// Inner with a few instructions more.
+// Inner for that one call: where rseq is missing (qemu-user, valgrind,
+// ThreadSanitizer builds, GLIBC_TUNABLES=glibc.pthread.rseq=0, other
+// architectures) the layer is Inner with a few instructions more.
 //
 // Inner must hand out the blocks of engine E's thread heaps unchanged (the
 // default allocator, or layers over it that forward blocks as they are): a
@@ -47,7 +47,7 @@ struct percpu_cache : pass_through<Inner> {
   __attribute__((always_inline)) static void* alloc(std::size_t n) noexcept {
     if (__builtin_expect(n <= percpu::kMaxCached, 1)) {
       void* p;
-      if (__builtin_expect(percpu::pop(s_table, percpu::header_of(kClasses.small[(n + 7) >> 3]), p), 1)) return p;
+      if (__builtin_expect(percpu::pop(s_table, kClasses.small[(n + 7) >> 3], p), 1)) return p;
       return alloc_miss(n);
     }
     return Inner::alloc(n);
@@ -59,10 +59,9 @@ struct percpu_cache : pass_through<Inner> {
       const span* s = lookup::span_of_tagged(p, tag);
       // A small block of E's heaps, at a multiple of 8 (anything else is no
       // block start: Inner reports it).
-      if (__builtin_expect(s->kind == span_kind::small && s->cls < percpu::kCachedClasses &&
-                               (reinterpret_cast<std::uintptr_t>(p) & 7) == 0 && of_our_heaps(s),
+      if (__builtin_expect(small_cached_class(s) && (reinterpret_cast<std::uintptr_t>(p) & 7) == 0 && of_our_heaps(s),
                            1)) {
-        if (__builtin_expect(percpu::push(s_table, percpu::header_of(s->cls), p), 1)) return;
+        if (__builtin_expect(percpu::push(s_table, s->cls, p), 1)) return;
         return dealloc_miss(p);
       }
     }
@@ -98,7 +97,7 @@ struct percpu_cache : pass_through<Inner> {
     unsigned limit = s_cpu_limit.load(std::memory_order_acquire);
     for (unsigned c = 0; c < limit; ++c)
       if (char* r = s_regions[c].load(std::memory_order_acquire))
-        for (unsigned k = 0; k < percpu::kCachedClasses; ++k) n += (stack(r, k).top - stack(r, k).begin) / 8;
+        for (unsigned k = 0; k < percpu::kCachedClasses; ++k) n += (header(r).top[k] - header(r).begin[k]) / 8;
     return n;
   }
 
@@ -122,36 +121,55 @@ struct percpu_cache : pass_through<Inner> {
   // Whether membarrier can restart other threads' sequences: 0 not asked, 1, -1.
   static inline constinit std::atomic<int> s_restarts{0};
 
-  static percpu::class_stack& stack(char* region, unsigned c) {
-    return *reinterpret_cast<percpu::class_stack*>(region + percpu::header_of(c));
+  static percpu::region_header& header(char* region) { return *reinterpret_cast<percpu::region_header*>(region); }
+
+  // A small span of a cached class: kind and class are adjacent bytes of
+  // the descriptor, so both are tested with one 16-bit load and compare
+  // (small is 0 in the low byte, the class below kCachedClasses in the
+  // high one) instead of two loads and two branches.
+  static bool small_cached_class(const span* s) {
+    static_assert(offsetof(span, cls) == offsetof(span, kind) + 1 && std::uint8_t(span_kind::small) == 0);
+    static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__);
+    std::uint16_t kind_cls;
+    std::memcpy(&kind_cls, &s->kind, sizeof kind_cls);
+    return kind_cls < percpu::kCachedClasses << 8;
   }
 
   // The span's owner is one of E's thread heaps (not a first-class heap's,
-  // not abandoned).
+  // not abandoned). (Testing first whether it is the calling thread's own
+  // heap saves three instructions on such frees, but where blocks of
+  // several heaps are freed in mixed order, as in larson, that branch is
+  // mispredicted about every other free and the layer was markedly slower:
+  // the null and home tests are always taken the same way.)
   static bool of_our_heaps(const span* s) {
     auto* h = static_cast<const thread_heap<config>*>(s->owner.load(std::memory_order_relaxed));
     return h != nullptr && h->home == &E.heaps;
   }
 
-  // An empty or full stack, or no region: Inner serves the call. (Misses
-  // are not refilled or drained in batches: each block would still go
-  // through Inner one at a time.)
+  // Why a sequence failed: the CPU's region is there (its stack was empty
+  // or full, or the thread moved: a hint either way), there is no rseq
+  // (cpu_id negative: the fallback, unless the test knob is unread or on),
+  // or the region is still to be made (make_region, then Inner).
+  enum miss_kind { kStack, kNoRseq, kNoRegion };
+  static miss_kind why_missed() noexcept {
+    int cpu = percpu::current_cpu();
+    if (cpu >= 0) return s_table[cpu + 2].load(std::memory_order_relaxed) != nullptr ? kStack : kNoRegion;
+    return __builtin_expect(s_pretend.load(std::memory_order_relaxed) == 0, 1) ? kNoRseq : kNoRegion;
+  }
+
+  // A sequence failed: the stack was empty or full, or there is no region
+  // (made here if the CPU has none yet). Inner serves the one call.
+  // Misses are not refilled or drained in batches: Inner has no bulk
+  // interface, so a batch is a loop of single calls, and measured with rseq
+  // it was slower than this (docs/architecture.md, "Per-CPU caches").
   __attribute__((noinline)) static void* alloc_miss(std::size_t n) noexcept {
-    if (__builtin_expect(needs_region(), 0)) make_region();
+    if (__builtin_expect(why_missed() == kNoRegion, 0)) make_region();
     return Inner::alloc(n);
   }
 
   __attribute__((noinline)) static void dealloc_miss(void* p) noexcept {
-    if (__builtin_expect(needs_region(), 0)) make_region();
+    if (__builtin_expect(why_missed() == kNoRegion, 0)) make_region();
     Inner::dealloc(p);
-  }
-
-  // This thread's CPU has no region yet; or there is no rseq and the test
-  // knob may be on (not read yet, or on).
-  static bool needs_region() noexcept {
-    int cpu = percpu::current_cpu();
-    if (cpu >= 0) return s_table[cpu + 2].load(std::memory_order_relaxed) == nullptr;
-    return s_pretend.load(std::memory_order_relaxed) != 0;
   }
 
   // Makes the calling thread's CPU's region if it has none: the first
@@ -177,8 +195,10 @@ struct percpu_cache : pass_through<Inner> {
         s_state[cpu].store(kNone, std::memory_order_release);
         return;
       }
-      for (unsigned c = 0; c < percpu::kCachedClasses; ++c)
-        stack(r, c) = {percpu::kLayout.begin[c], percpu::kLayout.begin[c], percpu::kLayout.end[c], 0};
+      for (unsigned c = 0; c < percpu::kCachedClasses; ++c) {
+        header(r).top[c] = header(r).begin[c] = percpu::kLayout.begin[c];
+        header(r).end[c] = percpu::kLayout.end[c];
+      }
       s_regions[cpu].store(r, std::memory_order_release);
     }
     unsigned limit = s_cpu_limit.load(std::memory_order_relaxed);
@@ -239,14 +259,14 @@ struct percpu_cache : pass_through<Inner> {
       char* r = s_regions[c].load(std::memory_order_acquire);
       if (fenced) {
         for (unsigned k = 0; k < percpu::kCachedClasses; ++k) {
-          percpu::class_stack& st = stack(r, k);
-          for (std::uint32_t at = st.begin; at < st.top; at += 8) {
+          percpu::region_header& hd = header(r);
+          for (std::uint32_t at = hd.begin[k]; at < hd.top[k]; at += 8) {
             void* p;
             std::memcpy(&p, r + at, sizeof p);
             Inner::dealloc(p);
             drained = true;
           }
-          st.top = st.begin;
+          hd.top[k] = hd.begin[k];
         }
       }
       s_table[c + 2].store(r, std::memory_order_release);

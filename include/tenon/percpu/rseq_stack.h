@@ -55,16 +55,20 @@ namespace tenon::percpu {
 constexpr std::size_t kMaxCpus = 8192;
 using cpu_table = std::atomic<char*>[kMaxCpus + 2];
 
-// One size class's stack in a region: byte offsets from the region's start
-// of the next free slot (top), the first slot and the end. top == begin:
-// empty; top == end: full.
-struct class_stack {
-  std::uint32_t top;
-  std::uint32_t begin;
-  std::uint32_t end;
-  std::uint32_t unused;
+// A region's header: per size class, the byte offsets from the region's
+// start of the stack's next free slot (top), its first slot and its end;
+// top == begin: empty, top == end: full. Three arrays rather than one
+// struct per class, so that the sequences index them with the class itself
+// (an addressing mode with scale 4) instead of a class times 16 computed
+// first: one instruction less in malloc and in free.
+constexpr std::size_t kHeaderClasses = 32;
+struct region_header {
+  std::uint32_t top[kHeaderClasses];
+  std::uint32_t begin[kHeaderClasses];
+  std::uint32_t end[kHeaderClasses];
 };
-static_assert(sizeof(class_stack) == 16);
+static_assert(offsetof(region_header, begin) == 128 && offsetof(region_header, end) == 256,
+              "the sequences below address begin and end as 128 and 256 bytes past top");
 
 #if TENON_PERCPU_RSEQ
 static_assert(offsetof(struct rseq, cpu_id) == 4 && offsetof(struct rseq, rseq_cs) == 8);
@@ -84,9 +88,9 @@ inline int current_cpu() noexcept {
 // thread.
 inline void pretend_cpu0() noexcept { asm volatile("movl $0, %%fs:4(%0)" : : "r"(__rseq_offset) : "memory"); }
 
-// Pops a block pointer from the class whose stack is at byte h of the
-// calling CPU's region. False when the region is absent or the stack empty.
-__attribute__((always_inline)) inline bool pop(cpu_table& table, std::uintptr_t h, void*& out) noexcept {
+// Pops a block pointer from class c's stack in the calling CPU's region.
+// False when the region is absent or the stack empty.
+__attribute__((always_inline)) inline bool pop(cpu_table& table, std::uintptr_t c, void*& out) noexcept {
   bool ok;
   void* r;
   std::uintptr_t reg, top;
@@ -105,12 +109,12 @@ __attribute__((always_inline)) inline bool pop(cpu_table& table, std::uintptr_t 
       "movq 16(%[tbl],%[reg],8), %[reg]\n\t"  // table[cpu_id + 2]: the region
       "testq %[reg], %[reg]\n\t"
       "jz 5f\n\t"
-      "movl (%[reg],%[h]), %k[top]\n\t"
-      "cmpl 4(%[reg],%[h]), %k[top]\n\t"      // top == begin: empty
+      "movl (%[reg],%[c],4), %k[top]\n\t"
+      "cmpl 128(%[reg],%[c],4), %k[top]\n\t"  // top == begin: empty
       "je 5f\n\t"
       "subl $8, %k[top]\n\t"                  // never 0 (begin > 0): ZF clear
       "movq (%[reg],%[top]), %[r]\n\t"
-      "movl %k[top], (%[reg],%[h])\n\t"       // the commit
+      "movl %k[top], (%[reg],%[c],4)\n\t"     // the commit
       "2:\n\t"
       ".pushsection __rseq_failure, \"ax\"\n\t"
       ".byte 0x0f, 0xb9, 0x3d\n\t"            // ud1 with the signature glibc registered
@@ -121,15 +125,15 @@ __attribute__((always_inline)) inline bool pop(cpu_table& table, std::uintptr_t 
       "jmp 2b\n\t"
       ".popsection\n\t"
       : "=@ccnz"(ok), [r] "=&r"(r), [reg] "=&r"(reg), [top] "=&r"(top)
-      : [off] "r"(__rseq_offset), [tbl] "r"(&table[0]), [h] "r"(h)
+      : [off] "r"(__rseq_offset), [tbl] "r"(&table[0]), [c] "r"(c)
       : "memory");
   out = r;
   return ok;
 }
 
-// Pushes p on the class whose stack is at byte h of the calling CPU's
-// region. False when the region is absent or the stack full.
-__attribute__((always_inline)) inline bool push(cpu_table& table, std::uintptr_t h, void* p) noexcept {
+// Pushes p on class c's stack in the calling CPU's region. False when the
+// region is absent or the stack full.
+__attribute__((always_inline)) inline bool push(cpu_table& table, std::uintptr_t c, void* p) noexcept {
   bool ok;
   std::uintptr_t reg, top;
   asm volatile(
@@ -147,12 +151,12 @@ __attribute__((always_inline)) inline bool push(cpu_table& table, std::uintptr_t
       "movq 16(%[tbl],%[reg],8), %[reg]\n\t"
       "testq %[reg], %[reg]\n\t"
       "jz 5f\n\t"
-      "movl (%[reg],%[h]), %k[top]\n\t"
-      "cmpl 8(%[reg],%[h]), %k[top]\n\t"      // top == end: full
+      "movl (%[reg],%[c],4), %k[top]\n\t"
+      "cmpl 256(%[reg],%[c],4), %k[top]\n\t"  // top == end: full
       "je 5f\n\t"
       "movq %[p], (%[reg],%[top])\n\t"        // the slot (above top until the commit)
       "addl $8, %k[top]\n\t"                  // never 0: ZF clear
-      "movl %k[top], (%[reg],%[h])\n\t"       // the commit
+      "movl %k[top], (%[reg],%[c],4)\n\t"     // the commit
       "2:\n\t"
       ".pushsection __rseq_failure, \"ax\"\n\t"
       ".byte 0x0f, 0xb9, 0x3d\n\t"
@@ -163,10 +167,11 @@ __attribute__((always_inline)) inline bool push(cpu_table& table, std::uintptr_t
       "jmp 2b\n\t"
       ".popsection\n\t"
       : "=@ccnz"(ok), [reg] "=&r"(reg), [top] "=&r"(top)
-      : [off] "r"(__rseq_offset), [tbl] "r"(&table[0]), [h] "r"(h), [p] "r"(p)
+      : [off] "r"(__rseq_offset), [tbl] "r"(&table[0]), [c] "r"(c), [p] "r"(p)
       : "memory");
   return ok;
 }
+
 #else
 inline int current_cpu() noexcept { return -1; }
 inline void pretend_cpu0() noexcept {}
