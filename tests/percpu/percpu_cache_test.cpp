@@ -34,6 +34,42 @@ bool check_pattern(const void* p, std::size_t n, std::uint64_t seed) {
 using C = tenon::percpu_cache<tenon::default_allocator>;
 using ops = tenon::layer_ops<C>;
 
+// The blocks one worker holds, each filled with a pattern of its address and
+// checked before it is freed; `bad` counts failed allocations and patterns.
+struct live_blocks {
+  std::atomic<unsigned>& bad;
+  std::vector<std::pair<void*, std::size_t>> held{};
+
+  void add(std::size_t n) {
+    void* p = C::alloc(n);
+    if (!p) {
+      bad.fetch_add(1);
+      return;
+    }
+    tenon_test::fill_pattern(p, n, reinterpret_cast<std::uintptr_t>(p) ^ n);
+    held.emplace_back(p, n);
+  }
+  void free_at(std::size_t k) {
+    auto [q, m] = held[k];
+    held[k] = held.back();
+    held.pop_back();
+    if (!check_pattern(q, m, reinterpret_cast<std::uintptr_t>(q) ^ m)) bad.fetch_add(1);
+    C::dealloc(q);
+  }
+  // One random step: a new block of size(r) while fewer than min_live are
+  // held (and on odd r), else a random held one freed.
+  template <class Size>
+  void step(std::uint64_t r, std::size_t min_live, Size size) {
+    if (held.size() < min_live || r % 2)
+      add(size(r));
+    else
+      free_at(r % held.size());
+  }
+  void free_all() {
+    while (!held.empty()) free_at(held.size() - 1);
+  }
+};
+
 // Whether this process runs restartable sequences: built with them, glibc
 // registered them, and the kernel wrote a CPU number.
 bool rseq_here() {
@@ -282,29 +318,13 @@ TEST(Percpu, MigrationBetweenCpus) {
   for (unsigned t = 0; t < threads; ++t)
     ts.emplace_back([&, t] {
       std::uint64_t r = tenon_test::mix(100 + t);
-      std::vector<std::pair<void*, std::size_t>> live;
+      live_blocks live{bad};
       for (std::size_t i = 0; i < iters; ++i) {
         if (i % 97 == 0) pin_to(nth_allowed_cpu(static_cast<unsigned>((i / 97 + t) % 2)));
         r = tenon_test::mix(r);
-        if (live.size() < 64 || r % 2) {
-          std::size_t n = size_for(r);
-          void* p = C::alloc(n);
-          if (!p) { bad.fetch_add(1); continue; }
-          tenon_test::fill_pattern(p, n, reinterpret_cast<std::uintptr_t>(p) + t);
-          live.emplace_back(p, n);
-        } else {
-          std::size_t k = r % live.size();
-          auto [q, m] = live[k];
-          live[k] = live.back();
-          live.pop_back();
-          if (!check_pattern(q, m, reinterpret_cast<std::uintptr_t>(q) + t)) bad.fetch_add(1);
-          C::dealloc(q);
-        }
+        live.step(r, 64, size_for);
       }
-      for (auto [q, m] : live) {
-        if (!check_pattern(q, m, reinterpret_cast<std::uintptr_t>(q) + t)) bad.fetch_add(1);
-        C::dealloc(q);
-      }
+      live.free_all();
     });
   for (auto& th : ts) th.join();
   unpin();
@@ -330,28 +350,12 @@ TEST(Percpu, SignalsInsideSequences) {
   std::atomic<unsigned> bad{0};
   std::thread worker([&] {
     std::uint64_t r = tenon_test::mix(77);
-    std::vector<std::pair<void*, std::size_t>> live;
+    live_blocks live{bad};
     while (!stop.load(std::memory_order_relaxed)) {
       r = tenon_test::mix(r);
-      if (live.size() < 200 || r % 2) {
-        std::size_t n = 32 + r % 64;  // the handler's class among them
-        void* p = C::alloc(n);
-        if (!p) { bad.fetch_add(1); continue; }
-        tenon_test::fill_pattern(p, n, reinterpret_cast<std::uintptr_t>(p));
-        live.emplace_back(p, n);
-      } else {
-        std::size_t k = r % live.size();
-        auto [q, m] = live[k];
-        live[k] = live.back();
-        live.pop_back();
-        if (!check_pattern(q, m, reinterpret_cast<std::uintptr_t>(q))) bad.fetch_add(1);
-        C::dealloc(q);
-      }
+      live.step(r, 200, [](std::uint64_t x) -> std::size_t { return 32 + x % 64; });  // the handler's class among them
     }
-    for (auto [q, m] : live) {
-      if (!check_pattern(q, m, reinterpret_cast<std::uintptr_t>(q))) bad.fetch_add(1);
-      C::dealloc(q);
-    }
+    live.free_all();
   });
   // Until the handler ran this often (pending signals merge), or 5 s.
   const unsigned runs = tenon_test::kSanitized ? 2000 : 20000;
@@ -452,25 +456,12 @@ TEST(Percpu, TrimDrainsEveryCpu) {
   for (unsigned t = 0; t < 3; ++t)
     ts.emplace_back([&, t] {
       std::uint64_t r = tenon_test::mix(300 + t);
-      std::vector<std::pair<void*, std::size_t>> live;
+      live_blocks live{bad};
       while (!stop.load(std::memory_order_relaxed)) {
         r = tenon_test::mix(r);
-        if (live.size() < 100 || r % 2) {
-          std::size_t n = size_for(r);
-          void* p = C::alloc(n);
-          if (!p) { bad.fetch_add(1); continue; }
-          tenon_test::fill_pattern(p, n, reinterpret_cast<std::uintptr_t>(p));
-          live.emplace_back(p, n);
-        } else {
-          std::size_t k = r % live.size();
-          auto [q, m] = live[k];
-          live[k] = live.back();
-          live.pop_back();
-          if (!check_pattern(q, m, reinterpret_cast<std::uintptr_t>(q))) bad.fetch_add(1);
-          C::dealloc(q);
-        }
+        live.step(r, 100, size_for);
       }
-      for (auto [q, m] : live) C::dealloc(q);
+      live.free_all();
     });
   for (int i = 0; i < (tenon_test::kSanitized ? 20 : 100); ++i) {
     C::trim(0);
