@@ -51,6 +51,8 @@
 #if defined(TENON_POOL_HAVE_RSEQ_HEADER) && !defined(TENON_POOL_TSAN) && !defined(TENON_POOL_NO_RSEQ)
 #define TENON_POOL_RSEQ 1
 #include <sys/rseq.h>
+
+#include "tenon/platform/rseq_asm.h"
 #else
 #define TENON_POOL_RSEQ 0
 #endif
@@ -572,12 +574,7 @@ class pool_core {
     bool ok;
     std::uint64_t w;
     asm volatile(
-        ".pushsection __rseq_cs, \"aw\"\n\t"
-        ".balign 32\n\t"
-        "3:\n\t"
-        ".long 0, 0\n\t"                // struct rseq_cs: version, flags,
-        ".quad 1f, (2f - 1f), 4f\n\t"   // start, length, abort handler
-        ".popsection\n\t"
+        TENON_RSEQ_DESCRIPTOR
         "6:\n\t"
         "leaq 3b(%%rip), %%rcx\n\t"
         "movq %%rcx, %%fs:(%[cs])\n\t"  // rseq->rseq_cs = &descriptor
@@ -597,10 +594,7 @@ class pool_core {
         "2:\n\t"
         "movq $0, %%fs:(%[cs])\n\t"     // rseq->rseq_cs = 0 (keeps the flags): the
                                         // descriptor may be in a library dlclose'd later
-        ".pushsection __rseq_failure, \"ax\"\n\t"
-        ".byte 0x0f, 0xb9, 0x3d\n\t"    // ud1 with the signature glibc registered
-        ".long 0x53053053\n\t"
-        "4:\n\t"
+        TENON_RSEQ_ABORT_HANDLER
         "jmp 6b\n\t"
         "5:\n\t"
         "clc\n\t"
@@ -624,12 +618,7 @@ class pool_core {
     const std::uint32_t first = k << shift_;
     const std::uint64_t len = block_end(k);
     asm volatile(
-        ".pushsection __rseq_cs, \"aw\"\n\t"
-        ".balign 32\n\t"
-        "3:\n\t"
-        ".long 0, 0\n\t"
-        ".quad 1f, (2f - 1f), 4f\n\t"
-        ".popsection\n\t"
+        TENON_RSEQ_DESCRIPTOR
         "6:\n\t"
         "leaq 3b(%%rip), %%rcx\n\t"
         "movq %%rcx, %%fs:(%[cs])\n\t"
@@ -649,10 +638,7 @@ class pool_core {
         "movq %[lenv], %c[len](%[l])\n\t"  // the commit
         "2:\n\t"
         "movq $0, %%fs:(%[cs])\n\t"     // rseq->rseq_cs = 0, as in owned_claim
-        ".pushsection __rseq_failure, \"ax\"\n\t"
-        ".byte 0x0f, 0xb9, 0x3d\n\t"
-        ".long 0x53053053\n\t"
-        "4:\n\t"
+        TENON_RSEQ_ABORT_HANDLER
         "jmp 6b\n\t"
         ".popsection\n\t"
         :

@@ -42,6 +42,8 @@
 #if defined(TENON_PERCPU_HAVE_RSEQ_HEADER) && !defined(TENON_PERCPU_TSAN) && !defined(TENON_PERCPU_NO_RSEQ)
 #define TENON_PERCPU_RSEQ 1
 #include <sys/rseq.h>
+
+#include "tenon/platform/rseq_asm.h"
 #else
 #define TENON_PERCPU_RSEQ 0
 #endif
@@ -95,12 +97,7 @@ __attribute__((always_inline)) inline bool pop(cpu_table& table, std::uintptr_t 
   void* r;
   std::uintptr_t reg, top;
   asm volatile(
-      ".pushsection __rseq_cs, \"aw\"\n\t"
-      ".balign 32\n\t"
-      "3:\n\t"
-      ".long 0, 0\n\t"                        // struct rseq_cs: version, flags,
-      ".quad 1f, (2f - 1f), 4f\n\t"           // start, length, abort handler
-      ".popsection\n\t"
+      TENON_RSEQ_DESCRIPTOR
       "6:\n\t"
       "leaq 3b(%%rip), %[reg]\n\t"
       "movq %[reg], %%fs:8(%[off])\n\t"       // rseq->rseq_cs = &descriptor
@@ -116,10 +113,7 @@ __attribute__((always_inline)) inline bool pop(cpu_table& table, std::uintptr_t 
       "movq (%[reg],%[top]), %[r]\n\t"
       "movl %k[top], (%[reg],%[c],4)\n\t"     // the commit
       "2:\n\t"
-      ".pushsection __rseq_failure, \"ax\"\n\t"
-      ".byte 0x0f, 0xb9, 0x3d\n\t"            // ud1 with the signature glibc registered
-      ".long 0x53053053\n\t"
-      "4:\n\t"
+      TENON_RSEQ_ABORT_HANDLER
       "jmp 6b\n\t"
       "5:\n\t"                                // ZF set: failed
       "jmp 2b\n\t"
@@ -137,12 +131,7 @@ __attribute__((always_inline)) inline bool push(cpu_table& table, std::uintptr_t
   bool ok;
   std::uintptr_t reg, top;
   asm volatile(
-      ".pushsection __rseq_cs, \"aw\"\n\t"
-      ".balign 32\n\t"
-      "3:\n\t"
-      ".long 0, 0\n\t"
-      ".quad 1f, (2f - 1f), 4f\n\t"
-      ".popsection\n\t"
+      TENON_RSEQ_DESCRIPTOR
       "6:\n\t"
       "leaq 3b(%%rip), %[reg]\n\t"
       "movq %[reg], %%fs:8(%[off])\n\t"
@@ -158,10 +147,7 @@ __attribute__((always_inline)) inline bool push(cpu_table& table, std::uintptr_t
       "addl $8, %k[top]\n\t"                  // never 0: ZF clear
       "movl %k[top], (%[reg],%[c],4)\n\t"     // the commit
       "2:\n\t"
-      ".pushsection __rseq_failure, \"ax\"\n\t"
-      ".byte 0x0f, 0xb9, 0x3d\n\t"
-      ".long 0x53053053\n\t"
-      "4:\n\t"
+      TENON_RSEQ_ABORT_HANDLER
       "jmp 6b\n\t"
       "5:\n\t"
       "jmp 2b\n\t"
