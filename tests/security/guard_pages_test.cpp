@@ -19,12 +19,6 @@
 namespace tenon_test {
 namespace {
 
-#define SKIP_UNLESS_PRELOAD()                \
-  do {                                       \
-    std::string why = preload_unavailable(); \
-    if (!why.empty()) GTEST_SKIP() << why;   \
-  } while (0)
-
 misuse_run probe(const char* library, const char* probe_case) {
   return run_misuse(TENON_GUARD_PROBE_PROGRAM, probe_case, library);
 }
@@ -36,29 +30,17 @@ long note(const misuse_run& r, const std::string& name) {
   return at == std::string::npos ? -1 : std::strtol(r.out.c_str() + at + key.size(), nullptr, 10);
 }
 
-TEST(SecureGuards, LinearOverflowOfLargeBlockFaultsAtTheAccess) {
+// The probe case ends by SIGSEGV at its access (after ACCESS, before DONE).
+void expect_fault_at_access(const char* probe_case) {
   SKIP_UNLESS_PRELOAD();
-  misuse_run r = probe(TENON_SECURE_LIBRARY, "large_overflow");
+  misuse_run r = probe(TENON_SECURE_LIBRARY, probe_case);
   EXPECT_TRUE(stopped_at_misuse(r, SIGSEGV, "", false)) << r.describe();
 }
 
-TEST(SecureGuards, LinearOverflowOfFreshHugeBlockFaultsAtTheAccess) {
-  SKIP_UNLESS_PRELOAD();
-  misuse_run r = probe(TENON_SECURE_LIBRARY, "huge_overflow");
-  EXPECT_TRUE(stopped_at_misuse(r, SIGSEGV, "", false)) << r.describe();
-}
-
-TEST(SecureGuards, ChunkEndsInAGuardSlice) {
-  SKIP_UNLESS_PRELOAD();
-  misuse_run r = probe(TENON_SECURE_LIBRARY, "chunk_end");
-  EXPECT_TRUE(stopped_at_misuse(r, SIGSEGV, "", false)) << r.describe();
-}
-
-TEST(SecureGuards, ChunkHeaderIsFollowedByAGuard) {
-  SKIP_UNLESS_PRELOAD();
-  misuse_run r = probe(TENON_SECURE_LIBRARY, "chunk_header_gap");
-  EXPECT_TRUE(stopped_at_misuse(r, SIGSEGV, "", false)) << r.describe();
-}
+TEST(SecureGuards, LinearOverflowOfLargeBlockFaultsAtTheAccess) { expect_fault_at_access("large_overflow"); }
+TEST(SecureGuards, LinearOverflowOfFreshHugeBlockFaultsAtTheAccess) { expect_fault_at_access("huge_overflow"); }
+TEST(SecureGuards, ChunkEndsInAGuardSlice) { expect_fault_at_access("chunk_end"); }
+TEST(SecureGuards, ChunkHeaderIsFollowedByAGuard) { expect_fault_at_access("chunk_header_gap"); }
 
 // Controls: the default build has no guard, the probes run through (the
 // large overflow is then found by nothing: the block's slack takes it).

@@ -24,18 +24,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "access_probe.h"
+
 #define KIB ((size_t)1024)
 #define MIB (KIB * KIB)
 #define CHUNK (4 * MIB)
 #define SLICE (64 * KIB)
-
-static void access_read(const char* what, char* at) {
-  printf("ACCESS read %s %p\n", what, (void*)at);
-  fflush(stdout);
-  volatile char c = *(volatile char*)at;
-  (void)c;
-  printf("DONE\n");
-}
 
 static void overflow(size_t n) {
   char* p = malloc(n);
