@@ -34,6 +34,7 @@ long note(const misuse_run& r, const std::string& name) {
 void expect_fault_at_access(const char* probe_case) {
   SKIP_UNLESS_PRELOAD();
   misuse_run r = probe(TENON_SECURE_LIBRARY, probe_case);
+  if (r.exited && r.exit_code == 77) GTEST_SKIP() << "not applicable here: " << r.out;
   EXPECT_TRUE(stopped_at_misuse(r, SIGSEGV, "", false)) << r.describe();
 }
 
@@ -48,6 +49,7 @@ TEST(SecureGuards, DefaultBuildHasNoGuards) {
   SKIP_UNLESS_PRELOAD();
   for (const char* c : {"large_overflow", "chunk_end", "chunk_header_gap"}) {
     misuse_run r = probe(TENON_PRELOAD_LIBRARY, c);
+    if (r.exited && r.exit_code == 77) continue;  // not applicable with this page size
     EXPECT_TRUE(r.exited && r.exit_code == 0 && r.printed("DONE")) << c << ": " << r.describe();
   }
 }
