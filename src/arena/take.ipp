@@ -3,6 +3,7 @@
 
 #include "slice_bits.h"
 #include "tenon/arena/arena.h"
+#include "tenon/arena/guard_pages.h"
 #include "tenon/common/checks.h"
 #include "tenon/common/inject.h"
 #include "tenon/common/sync.h"
@@ -94,8 +95,9 @@ chunk* arena<C>::new_chunk(unsigned take_n, stats_t* st) {
   // Slices no span has used yet name the sentinel descriptor, never null, so
   // that a free of an address there reaches a check (see g_no_span).
   for (auto& entry : c->index.span_at) entry.store(&g_no_span, std::memory_order_relaxed);
-  c->used.store(1 | slice_bits::run_mask(1, take_n), std::memory_order_relaxed);
+  c->used.store(1 | slice_bits::run_mask(1, take_n) | guard_slices<C>(), std::memory_order_relaxed);
   if (huge_paged) count_untouched_as_dirty(c);
+  guard_chunk<C>(c);
   if (!lookup::add_chunk(c)) {  // no unit map leaf for it: nobody has seen it yet
     platform::release(mem, kChunkSize);
     errno = ENOMEM;

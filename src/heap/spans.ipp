@@ -25,6 +25,23 @@ inline void list_unlink(span** head, span* s) {
   s->next = s->prev = nullptr;
 }
 
+// A config may name a `fresh_order` policy (the secure build's
+// secure::shuffled_fresh_blocks): carved blocks then go on the free list in
+// the order it draws, at least its kMinBatch at a time.
+template <class C>
+constexpr bool shuffles_fresh() {
+  return requires { typename C::fresh_order; };
+}
+
+// The most blocks one carve takes: a page of the smallest class, or the
+// policy's batch.
+template <class C>
+constexpr std::uint32_t max_carve() {
+  if constexpr (shuffles_fresh<C>())
+    return 4096 / 8 > C::fresh_order::kMinBatch ? 4096 / 8 : C::fresh_order::kMinBatch;
+  else return 4096 / 8;
+}
+
 }  // namespace heap_detail
 
 // Carve the next blocks of a span into its local free list, which must be
@@ -36,13 +53,27 @@ void thread_heaps<C>::carve(span* s) {
   std::uint32_t size = s->block_size;
   std::uint32_t n = static_cast<std::uint32_t>(4096 / size);
   if (n == 0) n = 1;
+  if constexpr (heap_detail::shuffles_fresh<C>())
+    if (n < C::fresh_order::kMinBatch) n = C::fresh_order::kMinBatch;
   if (n > s->capacity - s->carved) n = s->capacity - s->carved;
   char* first = s->start + std::size_t{s->carved} * size;
-  char* p = first;
-  for (std::uint32_t i = 1; i < n; ++i, p += size)
-    C::links::set_next(reinterpret_cast<block*>(p), reinterpret_cast<block*>(p + size), s);
-  C::links::set_next(reinterpret_cast<block*>(p), nullptr, s);
-  s->free = reinterpret_cast<block*>(first);
+  if constexpr (heap_detail::shuffles_fresh<C>()) {
+    std::uint16_t order[heap_detail::max_carve<C>()];
+    C::fresh_order::shuffle(order, n);
+    block* next = nullptr;
+    for (std::uint32_t i = n; i-- > 0;) {
+      auto* b = reinterpret_cast<block*>(first + std::size_t{order[i]} * size);
+      C::links::set_next(b, next, s);
+      next = b;
+    }
+    s->free = next;
+  } else {
+    char* p = first;
+    for (std::uint32_t i = 1; i < n; ++i, p += size)
+      C::links::set_next(reinterpret_cast<block*>(p), reinterpret_cast<block*>(p + size), s);
+    C::links::set_next(reinterpret_cast<block*>(p), nullptr, s);
+    s->free = reinterpret_cast<block*>(first);
+  }
   s->carved += n;
 }
 

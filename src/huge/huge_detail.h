@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tenon/arena/guard_pages.h"
 #include "tenon/common/config.h"
 #include "tenon/huge/huge.h"
 #include "tenon/lookup/unit_map.h"
@@ -50,6 +51,17 @@ template <class C>
 constexpr bool protects_cached() {
   if constexpr (requires { C::protect_cached_huge; }) return C::protect_cached_huge;
   else return false;
+}
+
+// A config that protects its cached blocks and asks for guard pages
+// (arena/guard_pages.h) keeps every block's capacity at least one page past
+// its usable bytes, fresh blocks included: that page is closed like the
+// rest of the capacity (open_bytes), so a linear overflow out of a huge
+// block faults at the access instead of reaching the mapping above.
+template <class C>
+std::size_t guard_bytes() {
+  if constexpr (protects_cached<C>() && has_guard_pages<C>()) return C::platform::page_size();
+  else return 0;
 }
 
 // The bytes [from, to) past the user pointer made accessible or not (both

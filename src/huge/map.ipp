@@ -55,9 +55,10 @@ void* huge_maps<C>::alloc(std::size_t n, std::size_t align, bool* zeroed) {
     return nullptr;
   }
   std::size_t usable = huge_detail::round_up(n, page);
+  const std::size_t guard = huge_detail::guard_bytes<C>();
   evict_expired();
   if (align <= page) {
-    if (huge_header* h = cache_take(usable)) {
+    if (huge_header* h = cache_take(usable + guard)) {
       if (void* p = reshape(h, usable)) {
         count(stat_huge_cache_hits);
         note_given(usable);  // not h->usable: h may have moved
@@ -74,17 +75,17 @@ void* huge_maps<C>::alloc(std::size_t n, std::size_t align, bool* zeroed) {
   if (!far) {
     // Header at a 4 MiB boundary, user pointer in the same unit.
     std::size_t off = align <= page ? page : align;
-    char* base = static_cast<char*>(platform::reserve(off + usable, kChunkSize));
+    char* base = static_cast<char*>(platform::reserve(off + usable + guard, kChunkSize));
     if (!base) {
       errno = ENOMEM;
       return nullptr;
     }
     h = reinterpret_cast<huge_header*>(base);
     user = base + off;
-    h->map_size = off + usable;
+    h->map_size = off + usable + guard;
   } else {
     // The user pointer is itself 4 MiB aligned: header one unit below it.
-    std::size_t total = kChunkSize + usable + align;
+    std::size_t total = kChunkSize + usable + guard + align;
     auto* raw = static_cast<char*>(platform::reserve(total, kChunkSize));
     if (!raw) {
       errno = ENOMEM;
@@ -93,10 +94,10 @@ void* huge_maps<C>::alloc(std::size_t n, std::size_t align, bool* zeroed) {
     user = reinterpret_cast<char*>(huge_detail::round_up(reinterpret_cast<std::uintptr_t>(raw) + kChunkSize, align));
     char* base = user - kChunkSize;
     if (base > raw) platform::release(raw, static_cast<std::size_t>(base - raw));
-    char* end = user + usable;
+    char* end = user + usable + guard;
     if (raw + total > end) platform::release(end, static_cast<std::size_t>(raw + total - end));
     h = reinterpret_cast<huge_header*>(base);
-    h->map_size = kChunkSize + usable;
+    h->map_size = kChunkSize + usable + guard;
   }
   h->usable = usable;
   h->user = user;
@@ -107,6 +108,7 @@ void* huge_maps<C>::alloc(std::size_t n, std::size_t align, bool* zeroed) {
     errno = ENOMEM;
     return nullptr;
   }
+  huge_detail::guard_range<C>(h, usable, usable + guard, false);
   huge_detail::publish(h);
   // Huge-page advice first, so that a pre-fault gets huge pages too.
   if (options().thp != huge_pages::off) platform::advise_huge(h, h->map_size);
@@ -158,7 +160,8 @@ void* huge_maps<C>::reshape(huge_header* h, std::size_t n) {
   std::size_t usable = huge_detail::round_up(n, page);
   std::size_t capacity = h->capacity();
   std::size_t open = huge_detail::open_bytes<C>(h);
-  if (usable <= capacity) {
+  const std::size_t guard = huge_detail::guard_bytes<C>();
+  if (usable + guard <= capacity) {
     // Fits: keep the mapping and its resident pages, so that a later, larger
     // request needs no page faults (on malloc-large, 2-35 MiB blocks, trimming
     // at 2x the need made 17x the faults of never trimming, 8x made 8x). Only a
@@ -179,7 +182,7 @@ void* huge_maps<C>::reshape(huge_header* h, std::size_t n) {
   // block then uses them all), and close again if the mapping cannot grow.
   huge_detail::guard_range<C>(h, open, capacity, true);
   TENON_INJECT_POINT("huge.remap");
-  std::size_t map_size = page + usable;
+  std::size_t map_size = page + usable + guard;
   if (!resize_mapping(h, map_size)) {
     // Move the pages (no copy) to a fresh 4 MiB-aligned reservation. The
     // old range is free the instant the move succeeds and another thread's
@@ -206,6 +209,7 @@ void* huge_maps<C>::reshape(huge_header* h, std::size_t n) {
     h->map_size = map_size;
     huge_detail::publish(h);
   }
+  huge_detail::guard_range<C>(h, usable, usable + guard, false);  // the growth opened it
   h->usable = usable;
   return h->user;
 }

@@ -11,6 +11,7 @@
 #include "tenon/platform/options.h"
 #include "tenon/secure/layers.hpp"
 #include "tenon/secure/links.h"
+#include "tenon/secure/shuffle.h"
 
 namespace tenon {
 
@@ -21,6 +22,11 @@ struct secure_config {
   using stats = counting_stats;
   // Freed huge blocks wait in the huge cache inaccessible (huge/cache.ipp).
   static constexpr bool protect_cached_huge = true;
+  // Guard pages: around each chunk's metadata, after each live large block
+  // and huge block (arena/guard_pages.h).
+  static constexpr bool guard_pages = true;
+  // Fresh blocks carved in a random order (secure/shuffle.h).
+  using fresh_order = secure::shuffled_fresh_blocks;
 };
 
 constinit engine<secure_config> g_secure_engine;

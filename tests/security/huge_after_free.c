@@ -20,15 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MIB ((size_t)1 << 20)
+#include "access_probe.h"
 
-static void access_read(const char* what, char* at) {
-  printf("ACCESS read %s %p\n", what, (void*)at);
-  fflush(stdout);
-  volatile char c = *(volatile char*)at;
-  (void)c;
-  printf("DONE\n");
-}
+#define MIB ((size_t)1 << 20)
 
 /* A freed block of `was` bytes, first and last pages written (the rest not
  * resident: the cache keeps it whole), then a block of `now` bytes that

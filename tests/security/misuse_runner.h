@@ -52,4 +52,11 @@ std::string exec_unavailable();
 // must be the first library of the process).
 std::string preload_unavailable();
 
+// Skips the calling test where preload_unavailable() says why.
+#define SKIP_UNLESS_PRELOAD()                                 \
+  do {                                                        \
+    std::string why = ::tenon_test::preload_unavailable();    \
+    if (!why.empty()) GTEST_SKIP() << why;                    \
+  } while (0)
+
 }  // namespace tenon_test

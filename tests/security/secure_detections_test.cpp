@@ -18,12 +18,6 @@ misuse_run run_secure(const char* program, const char* misuse_case) {
   return run_misuse(program, misuse_case, TENON_SECURE_LIBRARY);
 }
 
-#define SKIP_UNLESS_PRELOAD()                     \
-  do {                                            \
-    std::string why = preload_unavailable();      \
-    if (!why.empty()) GTEST_SKIP() << why;        \
-  } while (0)
-
 // Stopped at the call itself, message naming tenon, the call and the pointer.
 void expect_stop_at_call(const char* program, const char* misuse_case, const char* pattern) {
   SKIP_UNLESS_PRELOAD();

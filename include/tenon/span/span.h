@@ -69,6 +69,7 @@ struct alignas(64) span {
   std::uint8_t nslices = 0;
   bool zeroed = false;         // memory known to read as zeros (fresh or purged)
   bool some_clean = false;     // a slice of it was fresh or purged when taken: TENON_POPULATE pre-faults it
+  bool guarded = false;        // large spans of a guarded config: a guard page follows the block (large.ipp)
   // --- owner-only, on the second line ---
   alignas(64) block* free = nullptr;  // local free list: owner's frees land here
   // Blocks out ("used", biased by kCurrentBias while current), kept as the

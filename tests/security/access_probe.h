@@ -1,0 +1,15 @@
+/* The protocol's one-byte read (bench/security/misuse.h: ACCESS before the
+ * access, DONE after it), for the probes of this folder written in C. */
+#ifndef TENON_TESTS_ACCESS_PROBE_H
+#define TENON_TESTS_ACCESS_PROBE_H
+#include <stdio.h>
+
+static inline void access_read(const char* what, char* at) {
+  printf("ACCESS read %s %p\n", what, (void*)at);
+  fflush(stdout);
+  volatile char c = *(volatile char*)at;
+  (void)c;
+  printf("DONE\n");
+}
+
+#endif
