@@ -55,7 +55,7 @@ void arena<C>::release_span(span* s, stats_t* st) {
 template <class C>
 void arena<C>::trim_chunk(chunk* c, std::uint64_t keep, stats_t* st) {
   std::uint32_t now = C::platform::now_ms();
-  std::uint32_t grace = adaptive_grace::grace_ms(*c);
+  std::uint32_t grace = adaptive_grace::grace_now_ms(*c, shared_stats_.held(), shared_stats_.peak());
   bool lowered = false;
   for (;;) {
     std::uint64_t free_dirty = c->dirty.load(std::memory_order_relaxed) & ~c->used.load(std::memory_order_relaxed);

@@ -2,7 +2,9 @@
 // takes back a slice soon after the cap purged it waits longer before the
 // next purge; fresh slices, slices the purge pass or malloc_trim gave back,
 // and refaults long after the purge leave it alone; it comes back down to
-// kDirtyGraceMs and never past either bound. Times are given, not measured.
+// kDirtyGraceMs and never past either bound; the cap applies a raised grace
+// only while the program holds at most 3/4 of its peak. Times are given,
+// not measured.
 #include "tenon/arena/adaptive_grace.h"
 
 #include <gtest/gtest.h>
@@ -64,8 +66,8 @@ TEST(AdaptiveGrace, PassAndTrimPurgesDoNotRaiseIt) {
 
 TEST(AdaptiveGrace, SeesRefaultsAcrossTheClocksWrap) {
   auto c = zeroed_chunk();
-  grace::note_cap_purge(*c, 2, 0xFFFFFFF0u);
-  grace::note_taken_clean(*c, bit(2), 0x10);
+  grace::note_cap_purge(*c, 2, 0xFFFFFFFAu);
+  grace::note_taken_clean(*c, bit(2), 0x4);
   EXPECT_EQ(grace::grace_ms(*c), 2 * kDirtyGraceMs);
 }
 
@@ -79,6 +81,14 @@ TEST(AdaptiveGrace, ComesBackDownAndNeverBelowTheBase) {
   grace::lower(*c);
   grace::lower(*c);
   EXPECT_EQ(grace::grace_ms(*c), kDirtyGraceMs);
+}
+
+TEST(AdaptiveGrace, RaisedGraceAppliesOnlyWellBelowThePeak) {
+  auto c = zeroed_chunk();
+  grace::raise(*c);
+  EXPECT_EQ(grace::grace_now_ms(*c, 75, 100), 2 * kDirtyGraceMs);
+  EXPECT_EQ(grace::grace_now_ms(*c, 76, 100), kDirtyGraceMs) << "near the peak, a longer grace would raise it";
+  EXPECT_EQ(grace::grace_now_ms(*c, 0, 0), kDirtyGraceMs) << "no statistics: no gauge, the base grace";
 }
 
 }  // namespace

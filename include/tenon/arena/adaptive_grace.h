@@ -10,6 +10,13 @@
 // waiting did not help (the cap purges a slice that outlived a raised grace)
 // or when the purge pass finds slices unused for the whole purge delay.
 //
+// A raised grace keeps more memory resident, which is only free while the
+// program holds well below its peak (it is reused before the program gets
+// back there): the cap uses it only while the held-bytes gauge is at most
+// 3/4 of its peak, and the base grace nearer the peak, so that the peak RSS
+// does not grow with it. Both bounds (16 ms, 3/4) are measured choices:
+// docs/architecture.md, layer 4.
+//
 // The grace only moves the cap; the purge pass still returns every slice
 // free for TENON_PURGE_DELAY_MS, so idle memory goes back on the same bound.
 //
@@ -29,14 +36,21 @@
 
 namespace tenon::adaptive_grace {
 
-// Raised grace: at most kDirtyGraceMs << 4 (64 ms at the default).
-constexpr std::uint32_t kMaxGraceShift = 4;
+// Raised grace: at most kDirtyGraceMs << 2 (16 ms at the default).
+constexpr std::uint32_t kMaxGraceShift = 2;
 // A slice taken again within this long after the cap purged it was purged
 // too soon: the longest grace would have kept it.
 constexpr std::uint32_t kRefaultWindowMs = kDirtyGraceMs << kMaxGraceShift;
 
 inline std::uint32_t grace_ms(const chunk& c) {
   return kDirtyGraceMs << c.grace_shift.load(std::memory_order_relaxed);
+}
+
+// The grace the cap applies now: the chunk's, while the program holds at
+// most 3/4 of its peak (`held` and `peak`: the arena's held-bytes gauge; a
+// config without statistics reads 0 and 0 and keeps the base grace).
+inline std::uint32_t grace_now_ms(const chunk& c, std::uint64_t held, std::uint64_t peak) {
+  return peak != 0 && held <= peak - peak / 4 ? grace_ms(c) : kDirtyGraceMs;
 }
 
 inline void raise(chunk& c) {
