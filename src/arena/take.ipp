@@ -2,7 +2,6 @@
 #include <errno.h>
 
 #include "slice_bits.h"
-#include "tenon/arena/adaptive_grace.h"
 #include "tenon/arena/arena.h"
 #include "tenon/common/checks.h"
 #include "tenon/common/inject.h"
@@ -72,14 +71,9 @@ span* arena<C>::try_take(chunk* c, unsigned n, bool warm_only, stats_t* st) {
     int pos = slice_bits::find_run(used, c->dirty.load(std::memory_order_relaxed), n, warm_only);
     if (pos < 0) return nullptr;
     TENON_INJECT_POINT("chunk.take");
-    std::uint64_t mask = slice_bits::run_mask(static_cast<unsigned>(pos), n);
-    if (c->used.compare_exchange_weak(used, used | mask, std::memory_order_acquire, std::memory_order_relaxed)) {
-      // The run is ours: a slice of it the dirty cap purged lately tells the
-      // cap to wait longer in this chunk (adaptive_grace.h).
-      if (std::uint64_t clean = mask & ~c->dirty.load(std::memory_order_relaxed))
-        adaptive_grace::note_taken_clean(*c, clean, C::platform::now_ms());
+    if (c->used.compare_exchange_weak(used, used | slice_bits::run_mask(static_cast<unsigned>(pos), n),
+                                      std::memory_order_acquire, std::memory_order_relaxed))
       return arena_detail::form(c, static_cast<unsigned>(pos), n);
-    }
     count(st, shared_stats_, stat_retry_chunk_bitmap);
   }
 }

@@ -98,7 +98,7 @@ class arena {
   chunk* new_chunk(unsigned take_n, stats_t* st);
   bool advise_chunk(chunk* c);  // TENON_HUGE_PAGES=2: true if advised
   void count_untouched_as_dirty(chunk* c);
-  bool purge_slice(chunk* c, unsigned i, std::uint32_t cap_now, stats_t* st);
+  bool purge_slice(chunk* c, unsigned i, stats_t* st);
   void trim_chunk(chunk* c, std::uint64_t keep, stats_t* st);
   std::uint32_t ms_until_purge_due();
   static void* purger_main(void* self);
