@@ -42,7 +42,6 @@ void arena<C>::count_untouched_as_dirty(chunk* c) {
   for (std::uint64_t d = untouched; d; d &= d - 1)
     c->dirty_ms[std::countr_zero(d)].store(now, std::memory_order_relaxed);
   c->dirty.store(untouched, std::memory_order_relaxed);
-  add_resident(static_cast<std::uint64_t>(std::popcount(untouched)));
 }
 
 }  // namespace tenon

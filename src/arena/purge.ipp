@@ -1,6 +1,5 @@
 // arena<C>: the purge pass, which gives the pages of slices free for longer
 // than TENON_PURGE_DELAY_MS back to the OS.
-#include "tenon/arena/adaptive_grace.h"
 #include "tenon/arena/arena.h"
 #include "tenon/common/inject.h"
 #include "tenon/platform/options.h"
@@ -9,10 +8,8 @@ namespace tenon {
 
 // Purge one free slice whose pages are resident: claim it like an allocation
 // (CAS its used bit), drop its pages, give it back. False if it was taken.
-// `cap_now`: the dirty cap's time, recorded for its adaptive grace; 0 for the
-// purge pass and malloc_trim.
 template <class C>
-bool arena<C>::purge_slice(chunk* c, unsigned i, std::uint32_t cap_now, stats_t* st) {
+bool arena<C>::purge_slice(chunk* c, unsigned i, stats_t* st) {
   std::uint64_t bit = std::uint64_t{1} << i;
   std::uint64_t used = c->used.load(std::memory_order_relaxed);
   if (used & bit) return false;
@@ -25,13 +22,7 @@ bool arena<C>::purge_slice(chunk* c, unsigned i, std::uint32_t cap_now, stats_t*
   if ((c->dirty.load(std::memory_order_relaxed) & bit) &&
       C::platform::purge(reinterpret_cast<char*>(c) + (std::size_t{i} << kSliceShift), kSliceSize)) {
     c->dirty.fetch_and(~bit, std::memory_order_relaxed);
-    if (cap_now) {
-      adaptive_grace::note_cap_purge(*c, i, cap_now);
-    } else {
-      adaptive_grace::note_pass_purge(*c, i);
-    }
     done = true;
-    resident_slices_.fetch_sub(1, std::memory_order_relaxed);
     count(st, shared_stats_, stat_purges);
   }
   c->used.fetch_and(~bit, std::memory_order_release);
@@ -63,20 +54,13 @@ bool arena<C>::purge(bool force, stats_t* st) {
     chunk* c = registered(idx);
     if (!c) continue;
     std::uint64_t dirty = c->dirty.load(std::memory_order_relaxed);
-    bool idle_slices = false;
     while (dirty) {
       unsigned i = static_cast<unsigned>(std::countr_zero(dirty));
       dirty &= dirty - 1;
       if (!force && now - c->dirty_ms[i].load(std::memory_order_relaxed) < delay) continue;
       // Claimed as if allocated while its pages drop: nobody takes it meanwhile.
-      if (purge_slice(c, i, 0, st)) {
-        any = true;
-        idle_slices = true;
-      }
+      if (purge_slice(c, i, st)) any = true;
     }
-    // Memory that stayed unused for the whole delay: this chunk's raised
-    // grace, if any, kept it for nothing.
-    if (idle_slices && !force) adaptive_grace::lower(*c);
   }
   if (hook_ && hook_(hook_context_)) any = true;
   return any;

@@ -3,7 +3,6 @@
 #include <bit>
 
 #include "slice_bits.h"
-#include "tenon/arena/adaptive_grace.h"
 #include "tenon/arena/arena.h"
 #include "tenon/common/checks.h"
 #include "tenon/common/inject.h"
@@ -44,9 +43,8 @@ void arena<C>::release_span(span* s, stats_t* st) {
 
 // Keep at most kMaxDirtyPerChunk free-but-resident slices in a chunk: past
 // that, the oldest are purged now rather than after the delay, once they have
-// been free for the chunk's grace (kDirtyGraceMs, raised while the chunk
-// takes back slices soon after they are purged: adaptive_grace.h; younger
-// ones wait for a later release in this chunk or for the purge pass). Dirty slices are reused first, so a
+// been free for kDirtyGraceMs (younger ones wait for a later release in this
+// chunk or for the purge pass). Dirty slices are reused first, so a
 // program's peak RSS otherwise creeps up to its peak address space (mstress:
 // 618 slices in use at peak, all of them resident). The run just released
 // (`keep`) is never purged here: a loop that frees and reallocates a 2 MiB
@@ -55,9 +53,6 @@ void arena<C>::release_span(span* s, stats_t* st) {
 template <class C>
 void arena<C>::trim_chunk(chunk* c, std::uint64_t keep, stats_t* st) {
   std::uint32_t now = C::platform::now_ms();
-  std::uint32_t grace = adaptive_grace::grace_now_ms(*c, resident_slices_.load(std::memory_order_relaxed),
-                                                     resident_peak_.load(std::memory_order_relaxed));
-  bool lowered = false;
   for (;;) {
     std::uint64_t free_dirty = c->dirty.load(std::memory_order_relaxed) & ~c->used.load(std::memory_order_relaxed);
     if (static_cast<unsigned>(std::popcount(free_dirty)) <= kMaxDirtyPerChunk) return;
@@ -73,14 +68,8 @@ void arena<C>::trim_chunk(chunk* c, std::uint64_t keep, stats_t* st) {
         oldest = i;
       }
     }
-    if (oldest_age < grace) return;  // all younger: a bulk free about to be refilled keeps them
-    if (!purge_slice(c, oldest, now, st)) return;  // raced with a taker: it is theirs now
-    // A raised grace that this slice outlived kept it resident for nothing
-    // (lowered once a call: a burst of purges is one lesson).
-    if (grace > kDirtyGraceMs && !lowered) {
-      adaptive_grace::lower(*c);
-      lowered = true;
-    }
+    if (oldest_age < kDirtyGraceMs) return;   // all younger: a bulk free about to be refilled keeps them
+    if (!purge_slice(c, oldest, st)) return;  // raced with a taker: it is theirs now
   }
 }
 

@@ -1,10 +1,7 @@
 // arena<C>: finding and taking runs of free slices, and mapping new chunks.
 #include <errno.h>
 
-#include <bit>
-
 #include "slice_bits.h"
-#include "tenon/arena/adaptive_grace.h"
 #include "tenon/arena/arena.h"
 #include "tenon/common/checks.h"
 #include "tenon/common/inject.h"
@@ -74,16 +71,9 @@ span* arena<C>::try_take(chunk* c, unsigned n, bool warm_only, stats_t* st) {
     int pos = slice_bits::find_run(used, c->dirty.load(std::memory_order_relaxed), n, warm_only);
     if (pos < 0) return nullptr;
     TENON_INJECT_POINT("chunk.take");
-    std::uint64_t mask = slice_bits::run_mask(static_cast<unsigned>(pos), n);
-    if (c->used.compare_exchange_weak(used, used | mask, std::memory_order_acquire, std::memory_order_relaxed)) {
-      // The run is ours: a slice of it the dirty cap purged lately tells the
-      // cap to wait longer in this chunk (adaptive_grace.h).
-      if (std::uint64_t clean = mask & ~c->dirty.load(std::memory_order_relaxed)) {
-        adaptive_grace::note_taken_clean(*c, clean, C::platform::now_ms());
-        add_resident(static_cast<std::uint64_t>(std::popcount(clean)));
-      }
+    if (c->used.compare_exchange_weak(used, used | slice_bits::run_mask(static_cast<unsigned>(pos), n),
+                                      std::memory_order_acquire, std::memory_order_relaxed))
       return arena_detail::form(c, static_cast<unsigned>(pos), n);
-    }
     count(st, shared_stats_, stat_retry_chunk_bitmap);
   }
 }
@@ -118,15 +108,6 @@ chunk* arena<C>::new_chunk(unsigned take_n, stats_t* st) {
   if (slot < kMaxChunks) register_at(slot, c);
   count(st, shared_stats_, stat_chunks_mapped);
   return c;
-}
-
-// Fresh or purged slices were just taken: they will be resident.
-template <class C>
-void arena<C>::add_resident(std::uint64_t slices) {
-  std::uint64_t now = resident_slices_.fetch_add(slices, std::memory_order_relaxed) + slices;
-  std::uint64_t peak = resident_peak_.load(std::memory_order_relaxed);
-  while (now > peak && !resident_peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-  }
 }
 
 // The held-bytes gauge moves with every run taken and given back.
@@ -165,7 +146,6 @@ span* arena<C>::find_run(unsigned nslices, chunk** hint, stats_t* st) {
   }
   chunk* c = new_chunk(nslices, st);
   if (!c) return nullptr;
-  add_resident(nslices);
   *hint = c;
   return arena_detail::form(c, 1, nslices);
 }

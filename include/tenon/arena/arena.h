@@ -98,10 +98,9 @@ class arena {
   chunk* new_chunk(unsigned take_n, stats_t* st);
   bool advise_chunk(chunk* c);  // TENON_HUGE_PAGES=2: true if advised
   void count_untouched_as_dirty(chunk* c);
-  bool purge_slice(chunk* c, unsigned i, std::uint32_t cap_now, stats_t* st);
+  bool purge_slice(chunk* c, unsigned i, stats_t* st);
   void trim_chunk(chunk* c, std::uint64_t keep, stats_t* st);
   std::uint32_t ms_until_purge_due();
-  void add_resident(std::uint64_t slices);
   static void* purger_main(void* self);
 
   // Append-only registry of every chunk, in blocks reserved as the count
@@ -109,12 +108,6 @@ class arena {
   std::atomic<registry_block*> registry_[kMaxChunks / kChunkRegistryBlock]{};
   std::atomic<std::uint32_t> nchunks_{0};
   std::atomic<std::uint32_t> scan_from_{0};  // where the next warm-slice scan starts
-  // Slices that may be resident (held by spans, or free and dirty) and the
-  // highest count seen: the dirty cap's adaptive grace applies only well
-  // below that peak (adaptive_grace.h). Moved only by clean takes (up) and
-  // purges (down): a release or a warm take leaves it.
-  std::atomic<std::uint64_t> resident_slices_{0};
-  std::atomic<std::uint64_t> resident_peak_{0};
   // Purge pass: at most one thread at a time; the claim is a CAS on this time.
   std::atomic<std::uint32_t> next_purge_ms_{0};
   // The background purger: not started, starting, running, failed (see purger.ipp).

@@ -18,10 +18,7 @@ struct chunk {
   lookup::slice_index index;         // slice -> descriptor of its span (read by every free)
   std::atomic<std::uint64_t> used;   // bit i: slice i belongs to a span (bit 0: header)
   std::atomic<std::uint64_t> dirty;  // bit i: slice i is free but has touched pages
-  // When each slice got dirty; for a free clean slice, when the dirty cap
-  // purged it, or 0 (see adaptive_grace.h).
-  std::atomic<std::uint32_t> dirty_ms[kSlicesPerChunk];
-  std::atomic<std::uint32_t> grace_shift;  // the dirty cap's grace: kDirtyGraceMs << this
+  std::atomic<std::uint32_t> dirty_ms[kSlicesPerChunk];  // when each slice got dirty
   span spans[kSlicesPerChunk];       // descriptor of the span starting at slice i
 };
 static_assert(sizeof(chunk) <= kSliceSize, "chunk header must fit in slice 0");

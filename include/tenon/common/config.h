@@ -63,9 +63,7 @@ constexpr unsigned kMaxDirtyPerChunk = 8;
 // at 50 ms, 1.62 at 4 ms) but kept whole free runs resident where their
 // next users touch only part of them: suite peak RSS 0.98 of glibc's at
 // 50 ms, 0.87 at 4 ms, 0.89 with no grace; 8 ms already took mstress T1
-// from 23.7 to 32.6 MiB (see architecture.md, known limits). This is the
-// base: a chunk that takes back what the cap purged waits up to 4x as long
-// while the program is well below its peak (arena/adaptive_grace.h).
+// from 23.7 to 32.6 MiB (see architecture.md, known limits).
 constexpr std::uint32_t kDirtyGraceMs = 4;
 
 // The background purger (arena/purger.cpp) is started lazily by a release
