@@ -34,7 +34,7 @@ struct handfused : default_allocator {
       if (__builtin_expect(s->owner.load(std::memory_order_relaxed) == h, 1)) {
         auto* b = static_cast<block*>(p);
         block* head = s->free;
-        if (__builtin_expect(b == head || (reinterpret_cast<std::uintptr_t>(b) & 7) != 0, 0))
+        if (__builtin_expect(b == head, 0))
           report_bad_local_free(b, head, s->block_size);
         b->next = head;
         s->free = b;

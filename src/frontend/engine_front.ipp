@@ -113,8 +113,14 @@ void engine_front<E>::free_not_owned(heap_t* h, span* s, void* p) noexcept {
 template <auto& E>
 void engine_front<E>::free_irregular(void* p) noexcept {
   if (!p) return;
-  if (lookup::in_chunk(p)) {  // a chunk without a fast-table slot
-    free_in_chunk(p, lookup::span_of(p));
+  if (lookup::in_chunk(p)) {  // a chunk without a fast-table slot, or p not a multiple of 8
+    span* s = lookup::span_of(p);
+    // No block starts there. The owner reports it as its fast path did
+    // before the chunk-table tag took over the test; any other thread's
+    // path checks the block start itself.
+    if ((reinterpret_cast<std::uintptr_t>(p) & 7) != 0 && s->owner.load(std::memory_order_relaxed) == t_thread<config>.current)
+      report_bad_local_free(static_cast<block*>(p), s->free, s->block_size);
+    free_in_chunk(p, s);
     return;
   }
   if (huge_header* h = huge_lookup(p)) {
