@@ -96,7 +96,8 @@ void* engine_front<E>::alloc_zeroed(std::size_t n) noexcept {
 // A block of a chunk, freed by a thread whose heap does not own its span: a
 // large block straight back to the arena, a small one to its owner.
 template <auto& E>
-void engine_front<E>::free_not_owned(heap_t* h, span* s, void* p) noexcept {
+void engine_front<E>::free_not_owned(span* s, void* p) noexcept {
+  heap_t* h = t_thread<config>.current;
   if (s->kind == span_kind::large) {
     // Acquire: pairs with the heap's release of the owner (heaps.cpp).
     if (auto* o = static_cast<large_owner*>(s->owner.load(std::memory_order_acquire))) {
