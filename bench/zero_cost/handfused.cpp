@@ -12,7 +12,7 @@ using config = default_config;
 struct handfused : default_allocator {
   static void* alloc(std::size_t n) noexcept {
     if (__builtin_expect(n <= 1024, 1)) {
-      std::size_t cls = kClasses.small[(n + 7) >> 3];
+      std::size_t cls = small_class(n);
       thread_heap<config>* h = t_thread<config>.current;
       span* s = h->current[cls];
       if (block* b = s->free; __builtin_expect(b != nullptr, 1)) {

@@ -29,7 +29,7 @@ struct engine_front {
 
   __attribute__((always_inline)) static void* alloc(std::size_t n) noexcept {
     // Most requests are at most 1 KiB: test that first, one table load.
-    if (__builtin_expect(n <= 1024, 1)) return heap_alloc(E.heaps, kClasses.small[(n + 7) >> 3]);
+    if (__builtin_expect(n <= 1024, 1)) return heap_alloc(E.heaps, small_class(n));
     if (n <= kMaxSmall) return heap_alloc(E.heaps, size_to_class(n));
     return alloc_big(n, 0, false);
   }

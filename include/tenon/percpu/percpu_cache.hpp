@@ -47,7 +47,7 @@ struct percpu_cache : pass_through<Inner> {
   __attribute__((always_inline)) static void* alloc(std::size_t n) noexcept {
     if (__builtin_expect(n <= percpu::kMaxCached, 1)) {
       void* p;
-      if (__builtin_expect(percpu::pop(s_table, kClasses.small[(n + 7) >> 3], p), 1)) return p;
+      if (__builtin_expect(percpu::pop(s_table, small_class(n), p), 1)) return p;
       return alloc_miss(n);
     }
     return Inner::alloc(n);
