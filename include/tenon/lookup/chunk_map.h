@@ -29,6 +29,7 @@
 
 #include "tenon/common/config.h"
 #include "tenon/lookup/unit_map.h"
+#include "tenon/platform/relaxed_compare.h"
 
 namespace tenon::lookup {
 
@@ -51,7 +52,7 @@ inline std::uintptr_t tag_of(const void* p) { return reinterpret_cast<std::uintp
 // p's low bits cost the free 2 instructions.
 inline bool is_regular_tagged(const void* p, std::uintptr_t tag) {
   std::uintptr_t s = unit_of(p) & ((std::uintptr_t{1} << kChunkTableBits) - 1);
-  return g_chunk_table.slot[s].load(std::memory_order_relaxed) == tag;
+  return os::equals_relaxed(g_chunk_table.slot[s], tag);
 }
 
 // Is p inside a chunk that has its table slot, aligned or not? For callers
