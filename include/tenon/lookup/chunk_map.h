@@ -55,16 +55,18 @@ inline bool is_regular_tagged(const void* p, std::uintptr_t tag) {
   return os::equals_relaxed(g_chunk_table.slot[s], tag);
 }
 
-// Is p inside a chunk that has its table slot, aligned or not? For callers
-// off the fast path. (False for a chunk in the unit map: callers that must be
-// exact use in_chunk.)
-inline bool is_regular(const void* p) {
-  const void* aligned = reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) & ~std::uintptr_t{7});
-  return is_regular_tagged(aligned, tag_of(aligned));
-}
+// The same for callers that go on to a block's fast path (tenon_heap_free,
+// realloc, the secure layers): false for p not a multiple of 8, which their
+// slow paths take to in_chunk. (False for a chunk in the unit map: callers
+// that must be exact use in_chunk.)
+inline bool is_regular(const void* p) { return is_regular_tagged(p, tag_of(p)); }
 
-// Is p inside any chunk? The table first, then the unit map.
-inline bool in_chunk(const void* p) { return is_regular(p) || entry_of(p).kind() == unit_kind::chunk; }
+// Is p inside any chunk, a multiple of 8 or not? The table first (for the 8
+// bytes p is in), then the unit map.
+inline bool in_chunk(const void* p) {
+  const void* word = reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) & ~std::uintptr_t{7});
+  return is_regular(word) || entry_of(p).kind() == unit_kind::chunk;
+}
 
 // Makes a freshly mapped chunk (header written) known to lookups: its table
 // slot, or if another chunk holds that, its unit map entry. False (errno
