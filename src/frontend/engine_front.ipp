@@ -119,7 +119,8 @@ void engine_front<E>::free_irregular(void* p) noexcept {
     // No block starts there. The owner reports it as its fast path did
     // before the chunk-table tag took over the test; any other thread's
     // path checks the block start itself.
-    if ((reinterpret_cast<std::uintptr_t>(p) & 7) != 0 && s->owner.load(std::memory_order_relaxed) == t_thread<config>.current)
+    bool misaligned = (reinterpret_cast<std::uintptr_t>(p) & 7) != 0;
+    if (misaligned && s->owner.load(std::memory_order_relaxed) == t_thread<config>.current)
       report_bad_local_free(static_cast<block*>(p), s->free, s->block_size);
     free_in_chunk(p, s);
     return;
