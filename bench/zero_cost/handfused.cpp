@@ -12,7 +12,7 @@ using config = default_config;
 struct handfused : default_allocator {
   static void* alloc(std::size_t n) noexcept {
     if (__builtin_expect(n <= 1024, 1)) {
-      std::size_t cls = kClasses.small[(n + 7) >> 3];
+      std::size_t cls = small_class(n);
       thread_heap<config>* h = t_thread<config>.current;
       span* s = h->current[cls];
       if (block* b = s->free; __builtin_expect(b != nullptr, 1)) {
@@ -30,18 +30,18 @@ struct handfused : default_allocator {
   static void dealloc(void* p) noexcept {
     if (std::uintptr_t tag = lookup::tag_of(p); __builtin_expect(lookup::is_regular_tagged(p, tag), 1)) {
       span* s = lookup::span_of_tagged(p, tag);
-      thread_heap<config>* h = t_thread<config>.current;
-      if (__builtin_expect(s->owner.load(std::memory_order_relaxed) == h, 1)) {
+      void* owner = s->owner.load(std::memory_order_relaxed);
+      if (__builtin_expect(owner == t_thread<config>.current, 1)) {
+        auto* h = static_cast<thread_heap<config>*>(owner);
         auto* b = static_cast<block*>(p);
         block* head = s->free;
-        if (__builtin_expect(b == head || (reinterpret_cast<std::uintptr_t>(b) & 7) != 0, 0))
-          report_bad_local_free(b, head, s->block_size);
+        if (__builtin_expect(b == head, 0)) report_bad_local_free(b, head, s->block_size);
         b->next = head;
         s->free = b;
         if (__builtin_expect(--s->until_slow < 0, 0)) g_default_engine.heaps.local_free_slow(h, s);
         return;
       }
-      default_allocator::free_not_owned(h, s, p);
+      default_allocator::free_not_owned(s, p);
       return;
     }
     default_allocator::free_irregular(p);

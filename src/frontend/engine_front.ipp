@@ -96,7 +96,8 @@ void* engine_front<E>::alloc_zeroed(std::size_t n) noexcept {
 // A block of a chunk, freed by a thread whose heap does not own its span: a
 // large block straight back to the arena, a small one to its owner.
 template <auto& E>
-void engine_front<E>::free_not_owned(heap_t* h, span* s, void* p) noexcept {
+void engine_front<E>::free_not_owned(span* s, void* p) noexcept {
+  heap_t* h = t_thread<config>.current;
   if (s->kind == span_kind::large) {
     // Acquire: pairs with the heap's release of the owner (heaps.cpp).
     if (auto* o = static_cast<large_owner*>(s->owner.load(std::memory_order_acquire))) {
@@ -113,8 +114,15 @@ void engine_front<E>::free_not_owned(heap_t* h, span* s, void* p) noexcept {
 template <auto& E>
 void engine_front<E>::free_irregular(void* p) noexcept {
   if (!p) return;
-  if (lookup::in_chunk(p)) {  // a chunk without a fast-table slot
-    free_in_chunk(p, lookup::span_of(p));
+  if (lookup::in_chunk(p)) {  // a chunk without a fast-table slot, or p not a multiple of 8
+    span* s = lookup::span_of(p);
+    // No block starts there. The owner reports it as its fast path did
+    // before the chunk-table tag took over the test; any other thread's
+    // path checks the block start itself.
+    bool misaligned = (reinterpret_cast<std::uintptr_t>(p) & 7) != 0;
+    if (misaligned && s->owner.load(std::memory_order_relaxed) == t_thread<config>.current)
+      report_bad_local_free(static_cast<block*>(p), s->free, s->block_size);
+    free_in_chunk(p, s);
     return;
   }
   if (huge_header* h = huge_lookup(p)) {

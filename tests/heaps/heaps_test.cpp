@@ -178,6 +178,20 @@ TEST(Heaps, BadInputHasDefinedAnswers) {
   tenon_heap_free(g.h, p);
 }
 
+// free(p + 1) of a block of the thread's own sub-heap: no block starts there
+// (the owner's local free path must not push it on the free list, whose next
+// two allocations would then overlap), reported as tenon_free reports it.
+TEST(HeapsDeathTest, UnalignedFreeOfAnOwnBlockIsReported) {
+  GTEST_FLAG_SET(death_test_style, "fast");  // as composed_heap_test: no re-exec under qemu-user
+  EXPECT_DEATH(
+      {
+        tenon_heap_t* h = tenon_heap_new(nullptr);
+        auto* p = static_cast<char*>(tenon_heap_malloc(h, 32));
+        tenon_heap_free(h, p + 1);
+      },
+      "tenon: free.*invalid pointer");
+}
+
 // The limit counts span memory (64 KiB spans, large blocks' slice runs).
 TEST(Heaps, LimitFailsWithEnomemAndResetRestoresIt) {
   constexpr std::size_t kLimit = 1u << 20;

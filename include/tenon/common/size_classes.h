@@ -1,7 +1,8 @@
 // Size classes: 8, then multiples of 16 up to 128 (every block of 16 bytes or
 // more is 16-byte aligned, which the 24/40/56 classes could not give), then
 // four classes per power of two up to kMaxSmall. Generated at compile time;
-// size -> class is one table load up to 1 KiB and a few ALU ops above.
+// size -> class is one table load up to 1 KiB (small_class) and a few ALU ops
+// above.
 #pragma once
 #include <array>
 #include <bit>
@@ -25,7 +26,10 @@ constexpr unsigned kNumClasses = detail::count_classes();
 struct class_table {
   std::array<std::uint32_t, kNumClasses> size{};
   std::array<std::uint8_t, kNumClasses> slices{};   // span length in slices
-  std::array<std::uint8_t, 1024 / 8 + 1> small{};   // (n + 7) / 8 -> class
+  // n -> class for n <= 1 KiB, one byte a size: indexed by n itself, the
+  // malloc fast path needs no arithmetic on it ((n + 7) / 8 cost an add and
+  // a shift a malloc).
+  std::array<std::uint8_t, 1024 + 1> small{};
   unsigned first_above_1k = 0;                      // class of 1280
 };
 
@@ -45,7 +49,7 @@ constexpr class_table make_class_table() {
     t.slices[i] = static_cast<std::uint8_t>(sl);
   }
   for (unsigned i = 0, cls = 0; i < t.small.size(); ++i) {
-    while (t.size[cls] < i * 8) ++cls;
+    while (t.size[cls] < i) ++cls;
     t.small[i] = static_cast<std::uint8_t>(cls);
   }
   for (unsigned i = 0; i < kNumClasses; ++i)
@@ -56,9 +60,12 @@ constexpr class_table make_class_table() {
 inline constexpr class_table kClasses = make_class_table();
 static_assert(kClasses.size[kNumClasses - 1] == kMaxSmall);
 
+// Class of a request of n <= 1 KiB bytes (n == 0 maps to class 0).
+__attribute__((always_inline)) constexpr unsigned small_class(std::size_t n) { return kClasses.small[n]; }
+
 // Class of a request of n bytes, 0 < n <= kMaxSmall (n == 0 maps to class 0).
 constexpr unsigned size_to_class(std::size_t n) {
-  if (n <= 1024) return kClasses.small[(n + 7) >> 3];
+  if (n <= 1024) return small_class(n);
   unsigned b = 63u - static_cast<unsigned>(std::countl_zero(n - 1));  // n in (2^b, 2^(b+1)]
   unsigned sub = static_cast<unsigned>((n - 1) >> (b - 2)) & 3u;
   return kClasses.first_above_1k + (b - 10) * 4 + sub;

@@ -127,26 +127,28 @@ __attribute__((always_inline)) inline void* heap_alloc(thread_heaps<C>& home, st
 }
 
 // The owner's free found b to be the head of its span's free list (a double
-// free) or not aligned as a block (an invalid pointer): reports it, aborts.
+// free) or not aligned as a block (an invalid pointer, found by the
+// irregular path: the fast path's chunk-table tag holds only multiples of 8):
+// reports it, aborts.
 [[noreturn, gnu::cold, gnu::noinline]] inline void report_bad_local_free(block* b, block* head, std::size_t size) {
   report_misuse("free", b, b == head ? "double free" : "invalid pointer (not the start of a block)", size);
 }
 
 // A block of a span this heap owns goes back on the span's local free list.
+// b is a multiple of 8: every small block starts at one (16 from 16 bytes
+// up), and the lookup that found s tested it (the chunk-table tag, or the
+// irregular path, which reports a pointer that is not: free(p + 1), as
+// glibc's alignment check finds). An aligned interior pointer is not looked
+// for here (the remote path checks the span's geometry).
 template <class C>
 __attribute__((always_inline)) inline void free_to_own_span(thread_heaps<C>& home, thread_heap<C>* h, span* s, block* b) {
   block* head = s->free;
-  // Two checks, one cold call (two calls made the compiler set up a stack
-  // frame on this path). The block freed last heads the list: freeing it
-  // again is the commonest double free (free(p); free(p), or free(p) after
-  // realloc moved it); a block deeper in the list is not looked for here.
-  // Every small block starts at a multiple of 8 (16 from 16 bytes up): a
-  // pointer that is not is no block start (free(p + 1)), as glibc's
-  // alignment check finds; an aligned interior pointer is not looked for
-  // here (the remote path checks the span's geometry). Before the invariant
+  // The block freed last heads the list: freeing it again is the commonest
+  // double free (free(p); free(p), or free(p) after realloc moved it); a
+  // block deeper in the list is not looked for here. Before the invariant
   // check: a bad free is the program's error, reported as such.
-  if (__builtin_expect(b == head || (reinterpret_cast<std::uintptr_t>(b) & 7) != 0, 0))
-    report_bad_local_free(b, head, s->block_size);
+  if (__builtin_expect(b == head, 0)) report_bad_local_free(b, head, s->block_size);
+  TENON_CHECK((reinterpret_cast<std::uintptr_t>(b) & 7) == 0);
   TENON_CHECK(s->owner.load(std::memory_order_relaxed) == h && s->used() != 0 && s->used() != kCurrentBias);
   C::links::set_next(b, head, s);
   s->free = b;

@@ -1,14 +1,17 @@
 // Layer 3, metadata lookup: from any pointer to its owner in O(1), no locks.
 //
 // The address space is divided into 4 MiB units, the size and alignment of a
-// chunk. The free fast path asks one question, "is p inside a chunk?", of a
-// direct-mapped table: slot (unit number mod 2^kChunkTableBits) holds the tag
-// of the chunk that took it, the chunk's last byte (base | 4 MiB-1). p is in
-// that chunk exactly when p | (4 MiB-1) equals the tag: one load and one
-// compare, exact for every pointer (the whole address is compared, so no
-// unit aliases another), and the tag is never 0, so an empty slot never
-// matches (NULL's tag is 4 MiB-1). 512 KiB of .bss, whatever the address
-// space; a unit of the 48-bit space would need 8 MiB as a bitmap.
+// chunk. The free fast path asks one question, "is p a multiple of 8 inside a
+// chunk?", of a direct-mapped table: slot (unit number mod 2^kChunkTableBits)
+// holds the tag of the chunk that took it, the chunk's last multiple of 8
+// (base | kTagBits, kTagBits = 4 MiB-8). p | kTagBits keeps p's unit and its
+// low 3 bits, so it equals the tag exactly when p is in that chunk and a
+// multiple of 8 (every block start is; a pointer that is not goes to the
+// irregular path, which reports it): one load and one compare answer both,
+// exact for every pointer (the whole address is compared, so no unit
+// aliases another), and the tag is never 0, so an empty slot never matches
+// (NULL's tag is 4 MiB-8). 512 KiB of .bss, whatever the address space; a
+// unit of the 48-bit space would need 8 MiB as a bitmap.
 //
 // A chunk whose slot another chunk holds (one 256 GiB away: rare, chunks are
 // mapped close together) is marked in the unit map instead; in_chunk() asks
@@ -26,6 +29,7 @@
 
 #include "tenon/common/config.h"
 #include "tenon/lookup/unit_map.h"
+#include "tenon/platform/relaxed_compare.h"
 
 namespace tenon::lookup {
 
@@ -34,24 +38,35 @@ struct chunk_table {
 };
 extern chunk_table g_chunk_table;
 
-// The tag of p's unit: its last byte, p | 4 MiB-1 (a chunk's slot holds its own).
-inline std::uintptr_t tag_of(const void* p) { return reinterpret_cast<std::uintptr_t>(p) | (kChunkSize - 1); }
+// The bits a tag sets: all of a unit's offset but the low 3.
+constexpr std::uintptr_t kTagBits = kChunkSize - 8;
 
-// The fast-path question, given p's tag: is p inside a chunk that has its
-// table slot? The free fast path keeps the tag: the chunk's slice index is at
-// tag - (4 MiB-1), a displacement folded into the descriptor's load
-// (span_of_tagged): one instruction fewer than comparing slot ^ base.
+// The tag of p: p | kTagBits (a chunk's slot holds its base's).
+inline std::uintptr_t tag_of(const void* p) { return reinterpret_cast<std::uintptr_t>(p) | kTagBits; }
+
+// The fast-path question, given p's tag: is p a multiple of 8 inside a chunk
+// that has its table slot? The free fast path keeps the tag: the chunk's
+// slice index is at tag - kTagBits, a displacement folded into the
+// descriptor's load (span_of_tagged): one instruction fewer than comparing
+// slot ^ base. The alignment comes free with the tag: a separate test of
+// p's low bits cost the free 2 instructions.
 inline bool is_regular_tagged(const void* p, std::uintptr_t tag) {
   std::uintptr_t s = unit_of(p) & ((std::uintptr_t{1} << kChunkTableBits) - 1);
-  return g_chunk_table.slot[s].load(std::memory_order_relaxed) == tag;
+  return os::equals_relaxed(g_chunk_table.slot[s], tag);
 }
 
-// The same for callers off the fast path. (False for a chunk in the unit
-// map: callers that must be exact use in_chunk.)
+// The same for callers that go on to a block's fast path (tenon_heap_free,
+// realloc, the secure layers): false for p not a multiple of 8, which their
+// slow paths take to in_chunk. (False for a chunk in the unit map: callers
+// that must be exact use in_chunk.)
 inline bool is_regular(const void* p) { return is_regular_tagged(p, tag_of(p)); }
 
-// Is p inside any chunk? The table first, then the unit map.
-inline bool in_chunk(const void* p) { return is_regular(p) || entry_of(p).kind() == unit_kind::chunk; }
+// Is p inside any chunk, a multiple of 8 or not? The table first (for the 8
+// bytes p is in), then the unit map.
+inline bool in_chunk(const void* p) {
+  const void* word = reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) & ~std::uintptr_t{7});
+  return is_regular(word) || entry_of(p).kind() == unit_kind::chunk;
+}
 
 // Makes a freshly mapped chunk (header written) known to lookups: its table
 // slot, or if another chunk holds that, its unit map entry. False (errno

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "tenon/common/config.h"
+#include "tenon/lookup/chunk_map.h"
 #include "tenon/span/span.h"
 
 namespace tenon::lookup {
@@ -25,7 +26,7 @@ inline unsigned slice_of(const void* p) {
 
 // span_of for the free fast path, from p's tag (tag_of: is_regular_tagged).
 inline span* span_of_tagged(const void* p, std::uintptr_t tag) {
-  auto* index = reinterpret_cast<const slice_index*>(tag - (kChunkSize - 1));
+  auto* index = reinterpret_cast<const slice_index*>(tag - kTagBits);
   return index->span_at[slice_of(p)].load(std::memory_order_relaxed);
 }
 

@@ -47,7 +47,7 @@ struct percpu_cache : pass_through<Inner> {
   __attribute__((always_inline)) static void* alloc(std::size_t n) noexcept {
     if (__builtin_expect(n <= percpu::kMaxCached, 1)) {
       void* p;
-      if (__builtin_expect(percpu::pop(s_table, kClasses.small[(n + 7) >> 3], p), 1)) return p;
+      if (__builtin_expect(percpu::pop(s_table, small_class(n), p), 1)) return p;
       return alloc_miss(n);
     }
     return Inner::alloc(n);
@@ -57,10 +57,9 @@ struct percpu_cache : pass_through<Inner> {
     std::uintptr_t tag = lookup::tag_of(p);
     if (__builtin_expect(lookup::is_regular_tagged(p, tag), 1)) {
       const span* s = lookup::span_of_tagged(p, tag);
-      // A small block of E's heaps, at a multiple of 8 (anything else is no
-      // block start: Inner reports it).
-      if (__builtin_expect(small_cached_class(s) && (reinterpret_cast<std::uintptr_t>(p) & 7) == 0 && of_our_heaps(s),
-                           1)) {
+      // A small block of E's heaps (p is a multiple of 8: the tag matched;
+      // anything else is no block start: Inner reports it).
+      if (__builtin_expect(small_cached_class(s) && of_our_heaps(s), 1)) {
         if (__builtin_expect(percpu::push(s_table, s->cls, p), 1)) return;
         return dealloc_miss(p);
       }

@@ -1,0 +1,24 @@
+// Layer 1, platform: a relaxed atomic load compared with a value, for the
+// free fast path's chunk-table test. GCC folds no atomic load into a
+// compare: it loads the word into a register and compares that (one
+// instruction more a free). On x86-64 a compare with the word in memory is
+// the same relaxed load (an aligned 8-byte read is atomic, and a relaxed
+// load orders nothing), written here in assembly; elsewhere the plain load.
+#pragma once
+#include <atomic>
+#include <cstdint>
+
+namespace tenon::os {
+
+__attribute__((always_inline)) inline bool equals_relaxed(const std::atomic<std::uintptr_t>& word, std::uintptr_t v) {
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+  static_assert(sizeof(word) == 8 && alignof(std::atomic<std::uintptr_t>) == 8);
+  bool equal;
+  asm("cmpq %2, %1" : "=@ccz"(equal) : "r"(v), "m"(word));
+  return equal;
+#else
+  return word.load(std::memory_order_relaxed) == v;
+#endif
+}
+
+}  // namespace tenon::os
