@@ -1,4 +1,4 @@
-// The block cache of the classes with few blocks a span (4 KiB and up, layer
+// The block cache of the classes with few blocks a span (8 KiB and up, layer
 // 5): blocks freed into a thread's cache go back to their spans when the
 // thread exits and when it trims; blocks freed by other threads come back
 // through the owner's inbox into its cache and are handed out again intact.
@@ -15,8 +15,8 @@ using namespace tenon_stress;
 
 namespace {
 
-// Sizes of cached classes (4 KiB ... 32 KiB) and one below them.
-constexpr std::size_t kSizes[] = {4096, 5000, 8192, 12000, 16384, 30000, 32768, 2000};
+// Sizes of cached classes (8 KiB ... 32 KiB) and two below them.
+constexpr std::size_t kSizes[] = {8192, 9000, 12000, 16384, 30000, 32768, 4096, 2000};
 
 tenon_stats read_stats() {
   tenon_stats s{};

@@ -1,5 +1,5 @@
 // Layer 5, thread heaps: the per-class block cache of a heap, for the classes
-// whose spans hold few blocks (kKeepEmptyMaxBlocks or fewer: 4 KiB and up).
+// whose spans hold few blocks (kBlockCacheMaxSpanBlocks or fewer: 8 KiB and up).
 //
 // Such a span fills and empties all the time when blocks are replaced at
 // random, and every change costs a slow path (park it as full, take another,
@@ -33,6 +33,12 @@ namespace tenon {
 // refilled the caches so often that they cost more than they saved.
 constexpr std::size_t kBlockCacheClassBytes = 128 * 1024;
 
+// The classes cached: those whose spans hold at most this many blocks. The
+// classes of 9 to 16 blocks a span (4-7 KiB) cost more through the cache
+// than without it, and their cached bytes were the larger part of the
+// footprint it added (docs/architecture.md, layer 5).
+constexpr unsigned kBlockCacheMaxSpanBlocks = 8;
+
 namespace block_cache_detail {
 
 constexpr std::uint32_t span_blocks(unsigned cls) {
@@ -50,7 +56,7 @@ constexpr table make_table() {
   table t{};
   for (unsigned c = 0; c < kNumClasses; ++c) {
     t.slot[c] = kNone;
-    if (span_blocks(c) > kKeepEmptyMaxBlocks) continue;
+    if (span_blocks(c) > kBlockCacheMaxSpanBlocks) continue;
     t.slot[c] = static_cast<std::uint8_t>(t.count++);
     std::size_t n = kBlockCacheClassBytes / kClasses.size[c];
     t.limit[c] = static_cast<std::uint16_t>(n < 2 ? 2 : n);
