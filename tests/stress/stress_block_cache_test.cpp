@@ -153,4 +153,17 @@ TEST(BlockCache, FirstClassHeapDestroyedWithCachedBlocks) {
   }
 }
 
+// free(p); free(p) of a block of a cached class: the second free finds p
+// heading the cache, as the fast path finds it heading its span's list.
+TEST(BlockCacheDeathTest, DoubleFreeOfTheBlockCachedLastIsReported) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        void* p = tenon_malloc(16384);
+        tenon_free(p);
+        tenon_free(p);
+      },
+      "double free");
+}
+
 }  // namespace
