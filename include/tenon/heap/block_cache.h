@@ -6,8 +6,9 @@
 // move it back to avail, give it up). The cache keeps freed blocks of these
 // classes in front of the spans, the tcmalloc shape: a block freed into the
 // cache stays "in use" as far as its span knows, until the cache overflows
-// (or is flushed at trim, at thread exit, when the heap is dropped) and
-// gives blocks back to their spans. Owner-private: nothing here is shared.
+// (or is flushed: at trim, at thread exit) and gives blocks back to their
+// spans; a dropped heap's cache goes with its spans. Owner-private: nothing
+// here is shared.
 //
 // The malloc fast path needs no change: the cache's list is the free list of
 // a span descriptor that belongs to no memory (`front`), and current[cls]
@@ -35,8 +36,7 @@ constexpr std::size_t kBlockCacheClassBytes = 128 * 1024;
 
 // The classes cached: those whose spans hold at most this many blocks. The
 // classes of 9 to 16 blocks a span (4-7 KiB) cost more through the cache
-// than without it, and their cached bytes were the larger part of the
-// footprint it added (docs/architecture.md, layer 5).
+// than without it (docs/architecture.md, "Where a weak row's time goes").
 constexpr unsigned kBlockCacheMaxSpanBlocks = 8;
 
 namespace block_cache_detail {
