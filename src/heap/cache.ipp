@@ -114,12 +114,13 @@ void thread_heaps<C>::cache_trim(heap_t* h, block_cache& c, std::uint32_t keep) 
 template <class C>
 void thread_heaps<C>::cache_free(heap_t* h, span* s, block_cache& c) {
   block* b = s->free;
-  // The block freed last heads the cache: freeing it again is the commonest
-  // double free, caught here as the fast path catches it on a span's list.
-  if (__builtin_expect(b == c.front.free, 0)) report_bad_local_free(b, c.front.free, s->block_size);
   s->free = C::links::next(b, s);
   s->add_used(1);
   if (s->until_slow != 0) s->set_low_mark(s->used());  // the next local free comes here too
+  // The block freed last heads the cache: freeing it again is the commonest
+  // double free, caught here as the fast path catches it on a span's list
+  // (tested after the span's fields: two instructions less a call, callgrind).
+  if (__builtin_expect(b == c.front.free, 0)) report_bad_local_free(b, c.front.free, s->block_size);
   C::links::set_next(b, c.front.free, &c.front);
   c.front.free = b;
   if (--c.front.until_slow < -static_cast<std::int32_t>(kBlockCache.limit[s->cls]))
