@@ -12,6 +12,7 @@
 #include "../heap/refill.ipp"
 #include "../heap/remote.ipp"
 #include "../heap/exit.ipp"
+#include "../heap/cache.ipp"
 #include "../heap/drop.ipp"
 #include "../large/large.ipp"
 #include "../huge/map.ipp"

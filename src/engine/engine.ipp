@@ -6,7 +6,10 @@ namespace tenon {
 
 template <class C>
 bool engine<C>::trim(thread_heap<C>* calling_thread_heap) {
-  if (calling_thread_heap != &g_empty_heap<C>) heaps.flush_remote(calling_thread_heap);
+  if (calling_thread_heap != &g_empty_heap<C>) {
+    heaps.flush_remote(calling_thread_heap);
+    heaps.flush_caches(calling_thread_heap);
+  }
   bool slices = chunks.purge(true, nullptr);
   bool cached = huge.flush_cache();
   return slices || cached;

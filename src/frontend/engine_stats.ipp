@@ -10,6 +10,10 @@ namespace tenon {
 template <auto& E>
 int engine_front<E>::stats(tenon_stats* out) noexcept {
   if (!out || out->version != TENON_STATS_VERSION) return EINVAL;
+  // The calling thread's cached blocks go back to their spans first, so that
+  // a thread that freed everything sees nothing of its own in use (other
+  // threads' caches count as in use until they flush: layer 5's block cache).
+  if (thread_heap<config>* h = t_thread<config>.current; h != &g_empty_heap<config>) E.heaps.flush_caches(h);
   memory_figures f;
   typename config::stats counts{};
   E.figures(f, counts);

@@ -119,6 +119,7 @@ void thread_heaps<C>::release(heap_t* h) {
   auto chain = h->inbox.exchange(kInboxClosed, std::memory_order_acquire);
   sort_inbox_chain(h, reinterpret_cast<block*>(chain));
   flush_remote(h);
+  flush_caches(h);  // before the spans are given up: their blocks go back first
   for (unsigned cls = 0; cls < kNumClasses; ++cls) {
     if (span* s = h->current[cls]; s != &g_empty_span) {
       s->remove_used(kCurrentBias);

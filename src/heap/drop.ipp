@@ -28,6 +28,7 @@ void thread_heaps<C>::drop_heap(heap_t* h) {
   h->inbox.store(0, std::memory_order_relaxed);
   for (outbox& ob : h->out) ob = outbox{};
   h->out_pending = 0;
+  drop_caches(h);
   for (unsigned cls = 0; cls < kNumClasses; ++cls) {
     if (span* s = h->current[cls]; s != &g_empty_span) {
       h->current[cls] = &g_empty_span;

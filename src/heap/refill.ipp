@@ -127,6 +127,11 @@ void* thread_heaps<C>::alloc_slow(heap_t* h, unsigned cls) {
   }
   flush_remote(h);
   drain_inbox(h);
+  if (kBlockCache.slot[cls] != block_cache_detail::kNone) {
+    void* p = cache_alloc(h, cls);
+    if (!p) errno = ENOMEM;
+    return p;
+  }
   span* s = h->current[cls];
   if (s != &g_empty_span) {
     // The drain may have put blocks back on this very span: hand those out

@@ -219,6 +219,10 @@ void thread_heaps<C>::scan_full(heap_t* h, unsigned cls) {
 
 template <class C>
 void thread_heaps<C>::local_free_slow(heap_t* h, span* s) {
+  if (unsigned i = kBlockCache.slot[s->cls]; i != block_cache_detail::kNone) {
+    cache_free(h, s, h->cache[i]);
+    return;
+  }
   class_lists& l = h->lists[s->cls];
   if (s->state == span_state::full) {
     // First block back in a full span: it can serve allocations again.

@@ -19,6 +19,7 @@
 #include "tenon/arena/chunk.h"
 #include "tenon/common/checks.h"
 #include "tenon/common/size_classes.h"
+#include "tenon/heap/block_cache.h"
 #include "tenon/platform/misuse.h"
 #include "tenon/span/span.h"
 
@@ -66,9 +67,18 @@ struct thread_heap {
   std::uint32_t index = 0;                   // position in the heap storage
   thread_heaps<C>* home = nullptr;           // the engine part it belongs to
   typename C::stats st{};
+  block_cache cache[kCachedClasses];  // classes with few blocks a span (block_cache.h)
 
   constexpr thread_heap() {
     for (auto& c : current) c = &g_empty_span;
+    for (unsigned cls = 0; cls < kNumClasses; ++cls)
+      if (unsigned i = kBlockCache.slot[cls]; i != block_cache_detail::kNone) {
+        cache[i].front.cls = static_cast<std::uint8_t>(cls);
+        cache[i].front.block_size = kClasses.size[cls];
+        cache[i].front.capacity = ~std::uint32_t{0};  // its used count is no span's
+        cache[i].front.low_mark = 0;
+        cache[i].front.until_slow = 0;
+      }
   }
 };
 

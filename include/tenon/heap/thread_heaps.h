@@ -51,6 +51,10 @@ class thread_heaps {
   // allocation slow path, at trim and at thread exit).
   void flush_remote(heap_t* h);
 
+  // Give every block in this heap's block caches back to its span (at trim;
+  // thread exit does it too).
+  void flush_caches(heap_t* h);
+
   // Sum of every heap's statistics, and the shared counts, into `out`.
   void sum_stats(stats_t& out);
 
@@ -114,6 +118,15 @@ class thread_heaps {
   void absorb_before_growing(heap_t* h, unsigned cls);
   span* find_span(heap_t* h, unsigned cls);
   void partial_push(span* s, stats_t* st);
+
+  // cache.ipp: the block cache of the classes with few blocks a span.
+  bool cache_put_back(class_lists& l, span* s);
+  bool cache_refill(heap_t* h, unsigned cls, block_cache& c);
+  void* cache_alloc(heap_t* h, unsigned cls);
+  void cache_return(heap_t* h, block* b);
+  [[gnu::noinline]] void cache_trim(heap_t* h, block_cache& c, std::uint32_t keep);
+  void cache_free(heap_t* h, span* s, block_cache& c);
+  void drop_caches(heap_t* h);
 
   // remote.ipp: blocks crossing threads.
   void push_remote(span* s, block* head, block* tail, std::uint32_t n, stats_t* st);

@@ -1,0 +1,83 @@
+// Layer 5, thread heaps: the per-class block cache of a heap, for the classes
+// whose spans hold few blocks (kBlockCacheMaxSpanBlocks or fewer: 8 KiB and up).
+//
+// Such a span fills and empties all the time when blocks are replaced at
+// random, and every change costs a slow path (park it as full, take another,
+// move it back to avail, give it up). The cache keeps freed blocks of these
+// classes in front of the spans, the tcmalloc shape: a block freed into the
+// cache stays "in use" as far as its span knows, until the cache overflows
+// (or is flushed: at trim, at thread exit) and gives blocks back to their
+// spans; a dropped heap's cache goes with its spans. Owner-private: nothing
+// here is shared.
+//
+// The malloc fast path needs no change: the cache's list is the free list of
+// a span descriptor that belongs to no memory (`front`), and current[cls]
+// points at it. Frees of these classes reach the cache through the free
+// slow path: a span of a cached class keeps low_mark at its used count, so
+// every local free takes that path, which takes the block back off the
+// span's list and puts it on the cache's (src/heap/cache.ipp).
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "tenon/common/config.h"
+#include "tenon/common/size_classes.h"
+#include "tenon/span/span.h"
+
+namespace tenon {
+
+// The cache keeps at most this many bytes of a class (and at least 2
+// blocks), and gives back down to half when it has more: with kCachedClasses
+// classes, what the cache may add to a thread's footprint. A bound on all
+// classes together, enforced by halving the biggest class, emptied and
+// refilled the caches so often that they cost more than they saved.
+constexpr std::size_t kBlockCacheClassBytes = 128 * 1024;
+
+// The classes cached: those whose spans hold at most this many blocks. The
+// classes of 9 to 16 blocks a span (4-7 KiB) cost more through the cache
+// than without it (docs/architecture.md, "Where a weak row's time goes").
+constexpr unsigned kBlockCacheMaxSpanBlocks = 8;
+
+namespace block_cache_detail {
+
+constexpr std::uint32_t span_blocks(unsigned cls) {
+  return static_cast<std::uint32_t>((std::size_t{kClasses.slices[cls]} << kSliceShift) / kClasses.size[cls]);
+}
+
+struct table {
+  unsigned count = 0;
+  std::array<std::uint8_t, kNumClasses> slot{};  // kNone: not cached
+  std::array<std::uint16_t, kNumClasses> limit{};
+};
+constexpr std::uint8_t kNone = 0xff;
+
+constexpr table make_table() {
+  table t{};
+  for (unsigned c = 0; c < kNumClasses; ++c) {
+    t.slot[c] = kNone;
+    if (span_blocks(c) > kBlockCacheMaxSpanBlocks) continue;
+    t.slot[c] = static_cast<std::uint8_t>(t.count++);
+    std::size_t n = kBlockCacheClassBytes / kClasses.size[c];
+    t.limit[c] = static_cast<std::uint16_t>(n < 2 ? 2 : n);
+  }
+  return t;
+}
+
+}  // namespace block_cache_detail
+
+inline constexpr block_cache_detail::table kBlockCache = block_cache_detail::make_table();
+constexpr unsigned kCachedClasses = kBlockCache.count;
+static_assert(kCachedClasses > 0 && kCachedClasses < block_cache_detail::kNone);
+
+// One class's cache: `front.free` is the list. Its length is kept as
+// `front`'s until_slow, negated (low_mark 0): the fast path's pop adds one
+// to it, as to any span's, and so keeps the count without knowing.
+struct block_cache {
+  span front;
+};
+
+inline std::uint32_t cached_blocks(const block_cache& c) { return static_cast<std::uint32_t>(-c.front.until_slow); }
+inline void set_cached_blocks(block_cache& c, std::uint32_t n) { c.front.until_slow = -static_cast<std::int32_t>(n); }
+
+}  // namespace tenon

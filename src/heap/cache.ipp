@@ -1,0 +1,148 @@
+// thread_heaps<C>: the block cache of the classes whose spans hold few
+// blocks (include/tenon/heap/block_cache.h): filled from the heap's spans in
+// batches, given back to them in batches. Owner-private; the only shared
+// word touched is a span's remote word, through park_full and refill, as on
+// the uncached path.
+#include "tenon/common/checks.h"
+#include "tenon/heap/thread_heaps.h"
+#include "tenon/lookup/slice_index.h"
+
+namespace tenon {
+
+// A span of a cached class whose free blocks the cache just took: back on
+// the avail list if it still has blocks to give, else parked as full. Every
+// later local free into it takes the slow path (low_mark = used), which
+// hands the block to the cache. False if remote frees arrived while parking
+// (merged: the span has free blocks again and is still ours to take).
+template <class C>
+bool thread_heaps<C>::cache_put_back(class_lists& l, span* s) {
+  if (s->free || s->carved < s->capacity) {
+    s->state = span_state::avail;
+    s->set_low_mark(s->used());
+    heap_detail::list_push(&l.avail, s);
+    return true;
+  }
+  return park_full(l, s);  // sets low_mark = used too
+}
+
+// Fill an empty cache with a quarter of its limit (carving more touched
+// memory for blocks nobody asked for), from the heap's spans (the same
+// search as for a current span: avail, the kept empty span, unowned spans,
+// fresh slices). False if no block could be had.
+template <class C>
+bool thread_heaps<C>::cache_refill(heap_t* h, unsigned cls, block_cache& c) {
+  class_lists& l = h->lists[cls];
+  std::uint32_t want = kBlockCache.limit[cls] / 4 ? kBlockCache.limit[cls] / 4 : 1;
+  while (want) {
+    span* s = find_span(h, cls);
+    if (!s) return c.front.free != nullptr;
+    TENON_CHECK(s->cls == cls && s->owner.load(std::memory_order_relaxed) == h && s->next == nullptr);
+    do {
+      while (want && (s->free || refill(s))) {
+        block* b = pop(s);
+        C::links::set_next(b, c.front.free, &c.front);
+        c.front.free = b;
+        c.front.until_slow -= 1;
+        --want;
+      }
+    } while (!cache_put_back(l, s));
+  }
+  return true;
+}
+
+template <class C>
+void* thread_heaps<C>::cache_alloc(heap_t* h, unsigned cls) {
+  block_cache& c = h->cache[kBlockCache.slot[cls]];
+  if (!c.front.free && !cache_refill(h, cls, c)) return nullptr;
+  h->current[cls] = &c.front;
+  return pop(&c.front);
+}
+
+// One block given back by the cache to its span (ours: a span with a block
+// out is never released, abandoned only after the cache is flushed).
+template <class C>
+void thread_heaps<C>::cache_return(heap_t* h, block* b) {
+  span* s = lookup::span_of(b);
+  TENON_CHECK(s->owner.load(std::memory_order_relaxed) == h && s->used() != 0 && s->state != span_state::current);
+  class_lists& l = h->lists[s->cls];
+  C::links::set_next(b, s->free, s);
+  s->free = b;
+  s->remove_used(1);
+  std::uint32_t used = s->used();
+  if (s->state == span_state::full) {
+    heap_detail::list_unlink(&l.full, s);
+    --l.nfull;
+    if (used == 0) {
+      retire_empty(h, l, s);
+      return;
+    }
+    s->state = span_state::avail;
+    heap_detail::list_push(&l.avail, s);
+  } else if (used == 0) {
+    heap_detail::list_unlink(&l.avail, s);
+    retire_empty(h, l, s);
+    return;
+  }
+  s->set_low_mark(used);
+}
+
+// Give back all but the `keep` blocks freed last (the ones likeliest still
+// in the processor's cache).
+template <class C>
+void thread_heaps<C>::cache_trim(heap_t* h, block_cache& c, std::uint32_t keep) {
+  if (cached_blocks(c) <= keep) return;
+  block* b = c.front.free;
+  if (keep) {
+    block* last = b;
+    for (std::uint32_t i = 1; i < keep; ++i) last = C::links::next(last, &c.front);
+    b = C::links::next(last, &c.front);
+    C::links::set_next(last, nullptr, &c.front);
+  } else {
+    c.front.free = nullptr;
+  }
+  set_cached_blocks(c, keep);
+  while (b) {
+    block* next = C::links::next(b, &c.front);
+    cache_return(h, b);
+    b = next;
+  }
+}
+
+// The slow path of a local free into a span of a cached class: the free
+// fast path pushed b on the span's list; it goes to the cache instead and
+// stays counted as in use by the span.
+template <class C>
+void thread_heaps<C>::cache_free(heap_t* h, span* s, block_cache& c) {
+  block* b = s->free;
+  s->free = C::links::next(b, s);
+  s->add_used(1);
+  if (s->until_slow != 0) s->set_low_mark(s->used());  // the next local free comes here too
+  // The block freed last heads the cache: freeing it again is the commonest
+  // double free, caught here as the fast path catches it on a span's list
+  // (tested after the span's fields, where the compiled code is shorter).
+  if (__builtin_expect(b == c.front.free, 0)) report_bad_local_free(b, c.front.free, s->block_size);
+  C::links::set_next(b, c.front.free, &c.front);
+  c.front.free = b;
+  if (--c.front.until_slow < -static_cast<std::int32_t>(kBlockCache.limit[s->cls]))
+    cache_trim(h, c, kBlockCache.limit[s->cls] / 2);
+}
+
+template <class C>
+void thread_heaps<C>::flush_caches(heap_t* h) {
+  for (block_cache& c : h->cache) {
+    cache_trim(h, c, 0);
+    h->current[c.front.cls] = &g_empty_span;
+  }
+}
+
+// A dropped heap's cache: its blocks go with their spans (drop.ipp).
+template <class C>
+void thread_heaps<C>::drop_caches(heap_t* h) {
+  for (block_cache& c : h->cache) {
+    c.front.free = nullptr;
+    set_cached_blocks(c, 0);
+    h->current[c.front.cls] = &g_empty_span;
+  }
+}
+
+}  // namespace tenon
