@@ -147,14 +147,28 @@ __attribute__((always_inline)) inline void* heap_alloc(thread_heaps<C>& home, st
   report_misuse("free", b, b == head ? "double free" : "invalid pointer (not the start of a block)", size);
 }
 
+// Pushes b, a block of a span this heap owns, on the span's local free
+// list, with the free key (free_key.h) in its second word.
+template <class C>
+__attribute__((always_inline)) inline void push_local_free(thread_heaps<C>& home, thread_heap<C>* h, span* s, block* b,
+                                                           std::uint64_t key) {
+  TENON_CHECK((reinterpret_cast<std::uintptr_t>(b) & 7) == 0);
+  TENON_CHECK(s->owner.load(std::memory_order_relaxed) == h && s->used() != 0 && s->used() != kCurrentBias);
+  C::links::set_next(b, s->free, s);
+  second_word(b) = key;
+  s->free = b;
+  if (__builtin_expect(--s->until_slow < 0, 0)) home.local_free_slow(h, s);  // used < low_mark
+}
+
 // The owner's free found the free key in b's second word: b is freed
 // already if it is on s's local free list or in this heap's block cache of
 // its class, the only lists whose blocks carry the key. Both are the
 // owner's and bounded (the span's capacity, the cache's count), so the walk
 // ends and waits for nobody. Not found: a live block whose data equals the
-// key, freed as any other.
+// key, freed as any other. The whole free, not only the check: a call that
+// returned to the fast path cost that path a stack frame (10 instructions).
 template <class C>
-[[gnu::cold, gnu::noinline]] void confirm_keyed_free(thread_heap<C>* h, span* s, block* b) {
+[[gnu::cold, gnu::noinline]] void free_keyed(thread_heaps<C>& home, thread_heap<C>* h, span* s, block* b) {
   std::uint32_t n = 0;
   for (block* f = s->free; f && n <= s->capacity; f = C::links::next(f, s), ++n)
     if (f == b) report_misuse("free", b, "double free", s->block_size);
@@ -164,6 +178,7 @@ template <class C>
     for (block* f = c.front.free; f && n <= cached_blocks(c); f = C::links::next(f, &c.front), ++n)
       if (f == b) report_misuse("free", b, "double free", s->block_size);
   }
+  push_local_free<C>(home, h, s, b, free_key());
 }
 
 // A block of a span this heap owns goes back on the span's local free list.
@@ -176,16 +191,11 @@ template <class C>
 __attribute__((always_inline)) inline void free_to_own_span(thread_heaps<C>& home, thread_heap<C>* h, span* s, block* b) {
   // A double free, immediate or delayed, finds the key that the first free
   // stored (free_key.h); it also covers the block that heads the list.
-  // Before the invariant check: a bad free is the program's error, reported
-  // as such.
+  // Before the invariant checks: a bad free is the program's error,
+  // reported as such.
   std::uint64_t key = free_key();
-  if (__builtin_expect(second_word(b) == key, 0)) confirm_keyed_free<C>(h, s, b);
-  TENON_CHECK((reinterpret_cast<std::uintptr_t>(b) & 7) == 0);
-  TENON_CHECK(s->owner.load(std::memory_order_relaxed) == h && s->used() != 0 && s->used() != kCurrentBias);
-  C::links::set_next(b, s->free, s);
-  second_word(b) = key;
-  s->free = b;
-  if (__builtin_expect(--s->until_slow < 0, 0)) home.local_free_slow(h, s);  // used < low_mark
+  if (__builtin_expect(second_word(b) == key, 0)) return free_keyed<C>(home, h, s, b);
+  push_local_free<C>(home, h, s, b, key);
 }
 
 }  // namespace tenon
