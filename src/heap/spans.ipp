@@ -79,8 +79,9 @@ void thread_heaps<C>::carve(span* s) {
 
 // Append a chain taken from the remote list to the local free list. Each
 // block gets the free key on the way (free_key.h), so that freeing it again
-// is caught as for a block freed here; the chain is walked for its tail
-// anyway when the list is not empty.
+// is caught as for a block freed here. The whole chain is walked (before the
+// key, only when the local list had blocks, for its tail): blocks the owner
+// will hand out soon, whose lines malloc would bring in anyway.
 template <class C>
 void thread_heaps<C>::merge_free(span* s, block* chain, std::uint32_t count) {
   if (!chain) return;

@@ -5,8 +5,10 @@
 // holds it and no program can forge it. The owner's free fast path compares
 // the freed block's second word with the key: equal means "probably freed
 // already", confirmed by a walk of the lists where the block would be
-// (confirm_free_key in heap.h) before anything is reported, so a live block
-// whose data happens to equal the key is only freed slower.
+// (free_keyed in heap.h) before anything is reported, so a live block whose
+// data happens to equal the key is only freed slower. The per-CPU layer
+// (percpu/) needs nothing more: it holds blocks it got from malloc and gives
+// them back through free, never touching a span's list.
 //
 // One key for every engine of the process (any value works for any engine:
 // the walk decides), drawn before the first small span is formed: no block
