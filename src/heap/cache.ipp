@@ -41,6 +41,7 @@ bool thread_heaps<C>::cache_refill(heap_t* h, unsigned cls, block_cache& c) {
       while (want && (s->free || refill(s))) {
         block* b = pop(s);
         C::links::set_next(b, c.front.free, &c.front);
+        second_word(b) = free_key();  // pop cleared it; a cached block is a free one
         c.front.free = b;
         c.front.until_slow -= 1;
         --want;

@@ -20,6 +20,7 @@ void thread_heaps<C>::partial_push(span* s, stats_t* st) {
 // thread without a heap forms it (see alloc_heapless).
 template <class C>
 span* thread_heaps<C>::form_small_span(heap_t* owner, unsigned cls, chunk** hint, stats_t* st) {
+  ensure_free_key();  // before any block of the span can be freed (free_key.h)
   std::size_t bytes = std::size_t{kClasses.slices[cls]} << kSliceShift;
   if (budget_ && !budget_->take(bytes)) return nullptr;  // a first-class heap at its limit
   span* s = chunks_->take_span(kClasses.slices[cls], hint, st);

@@ -77,18 +77,24 @@ void thread_heaps<C>::carve(span* s) {
   s->carved += n;
 }
 
-// Append a chain taken from the remote list to the local free list.
+// Append a chain taken from the remote list to the local free list. Each
+// block gets the free key on the way (free_key.h), so that freeing it again
+// is caught as for a block freed here. The whole chain is walked (before the
+// key, only when the local list had blocks, for its tail): blocks the owner
+// will hand out soon, whose lines malloc would bring in anyway.
 template <class C>
 void thread_heaps<C>::merge_free(span* s, block* chain, std::uint32_t count) {
   if (!chain) return;
   TENON_CHECK(count > 0 && (s->used() & ~kCurrentBias) >= count);
   s->remove_used(count);
-  if (!s->free) {
-    s->free = chain;
-    return;
-  }
+  std::uint64_t key = free_key();
   block* tail = chain;
-  while (block* next = C::links::next(tail, s)) tail = next;
+  for (;;) {
+    second_word(tail) = key;
+    block* next = C::links::next(tail, s);
+    if (!next) break;
+    tail = next;
+  }
   C::links::set_next(tail, s->free, s);
   s->free = chain;
 }

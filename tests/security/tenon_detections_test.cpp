@@ -35,8 +35,8 @@ TENON_STOPS(DoubleFree256K, "double_free_256k")
 TENON_STOPS(DoubleFree4M, "double_free_4m")
 
 // free(p); free(q); free(p): p is no longer the last block freed.
-TENON_STOPS(DISABLED_DoubleFreeDelayed8, "double_free_delayed_8")
-TENON_STOPS(DISABLED_DoubleFreeDelayed4K, "double_free_delayed_4k")
+TENON_STOPS(DoubleFreeDelayed8, "double_free_delayed_8")
+TENON_STOPS(DoubleFreeDelayed4K, "double_free_delayed_4k")
 TENON_STOPS(DoubleFreeDelayed256K, "double_free_delayed_256k")
 TENON_STOPS(DoubleFreeDelayed4M, "double_free_delayed_4m")
 

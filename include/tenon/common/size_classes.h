@@ -1,5 +1,7 @@
-// Size classes: 8, then multiples of 16 up to 128 (every block of 16 bytes or
-// more is 16-byte aligned, which the 24/40/56 classes could not give), then
+// Size classes: multiples of 16 up to 128 (every block is 16-byte aligned,
+// which 24/40/56 classes could not give, and has a second word, where a
+// free block keeps the free key: heap/free_key.h; an 8-byte class had none,
+// docs/security.md), then
 // four classes per power of two up to kMaxSmall. Generated at compile time;
 // size -> class is one table load up to 1 KiB (small_class) and a few ALU ops
 // above.
@@ -15,7 +17,7 @@ namespace tenon {
 
 namespace detail {
 constexpr unsigned count_classes() {
-  unsigned n = 1 + 8;  // 8, 16..128
+  unsigned n = 8;  // 16..128
   for (std::size_t b = 128; b < kMaxSmall; b *= 2) n += 4;
   return n;
 }
@@ -36,7 +38,6 @@ struct class_table {
 constexpr class_table make_class_table() {
   class_table t{};
   unsigned c = 0;
-  t.size[c++] = 8;
   for (std::uint32_t s = 16; s <= 128; s += 16) t.size[c++] = s;
   for (std::uint32_t b = 128; b < kMaxSmall; b *= 2)
     for (std::uint32_t k = 5; k <= 8; ++k) t.size[c++] = b / 4 * k;
@@ -76,7 +77,7 @@ constexpr bool check_classes() {
     unsigned c = size_to_class(n);
     if (kClasses.size[c] < n) return false;
     if (c > 0 && kClasses.size[c - 1] >= n) return false;
-    if (n >= 16 && kClasses.size[c] % 16 != 0) return false;
+    if (kClasses.size[c] % 16 != 0) return false;
   }
   return true;
 }

@@ -20,6 +20,7 @@
 #include "tenon/common/checks.h"
 #include "tenon/common/size_classes.h"
 #include "tenon/heap/block_cache.h"
+#include "tenon/heap/free_key.h"
 #include "tenon/platform/misuse.h"
 #include "tenon/span/span.h"
 
@@ -108,12 +109,14 @@ __attribute__((visibility("hidden"))) inline constinit thread_local thread_state
     __attribute__((tls_model("initial-exec"))) = {&g_empty_heap<C>, false};
 
 // Hands out b, the head of s's free list: the one place a small block
-// leaves its span (the fast path here, the slow path's pop, a first-class
-// heap's allocation), so that its link never goes with it.
+// leaves its span or a block cache (the fast path here, the slow path's pop,
+// a first-class heap's allocation), so that neither its link nor the free
+// key (free_key.h) goes with it.
 template <class C>
 __attribute__((always_inline)) inline block* take_head(span* s, block* b) {
   s->free = C::links::next(b, s);
   b->next = nullptr;  // the link leaves no heap address in the fresh block (docs/security.md)
+  second_word(b) = 0;  // nor the key, which a program could otherwise copy into a live block
   s->add_used(1);
   return b;
 }
@@ -136,12 +139,46 @@ __attribute__((always_inline)) inline void* heap_alloc(thread_heaps<C>& home, st
   return home.alloc_slow(h, static_cast<unsigned>(slow_cls));
 }
 
-// The owner's free found b to be the head of its span's free list (a double
-// free) or not aligned as a block (an invalid pointer, found by the
-// irregular path: the fast path's chunk-table tag holds only multiples of 8):
-// reports it, aborts.
+// The owner's free found b to be the head of a block cache (a double free)
+// or not aligned as a block (an invalid pointer, found by the irregular
+// path: the fast path's chunk-table tag holds only multiples of 8): reports
+// it, aborts.
 [[noreturn, gnu::cold, gnu::noinline]] inline void report_bad_local_free(block* b, block* head, std::size_t size) {
   report_misuse("free", b, b == head ? "double free" : "invalid pointer (not the start of a block)", size);
+}
+
+// Pushes b, a block of a span this heap owns, on the span's local free
+// list, with the free key (free_key.h) in its second word.
+template <class C>
+__attribute__((always_inline)) inline void push_local_free(thread_heaps<C>& home, thread_heap<C>* h, span* s, block* b,
+                                                           std::uint64_t key) {
+  TENON_CHECK((reinterpret_cast<std::uintptr_t>(b) & 7) == 0);
+  TENON_CHECK(s->owner.load(std::memory_order_relaxed) == h && s->used() != 0 && s->used() != kCurrentBias);
+  C::links::set_next(b, s->free, s);
+  second_word(b) = key;
+  s->free = b;
+  if (__builtin_expect(--s->until_slow < 0, 0)) home.local_free_slow(h, s);  // used < low_mark
+}
+
+// The owner's free found the free key in b's second word: b is freed
+// already if it is on s's local free list or in this heap's block cache of
+// its class, the only lists whose blocks carry the key. Both are the
+// owner's and bounded (the span's capacity, the cache's count), so the walk
+// ends and waits for nobody. Not found: a live block whose data equals the
+// key, freed as any other. The whole free, not only the check: a call that
+// returned to the fast path cost that path a stack frame (10 instructions).
+template <class C>
+[[gnu::cold, gnu::noinline]] void free_keyed(thread_heaps<C>& home, thread_heap<C>* h, span* s, block* b) {
+  std::uint32_t n = 0;
+  for (block* f = s->free; f && n <= s->capacity; f = C::links::next(f, s), ++n)
+    if (f == b) report_misuse("free", b, "double free", s->block_size);
+  if (unsigned i = kBlockCache.slot[s->cls]; i != block_cache_detail::kNone) {
+    block_cache& c = h->cache[i];
+    n = 0;
+    for (block* f = c.front.free; f && n <= cached_blocks(c); f = C::links::next(f, &c.front), ++n)
+      if (f == b) report_misuse("free", b, "double free", s->block_size);
+  }
+  push_local_free<C>(home, h, s, b, free_key());
 }
 
 // A block of a span this heap owns goes back on the span's local free list.
@@ -152,17 +189,13 @@ __attribute__((always_inline)) inline void* heap_alloc(thread_heaps<C>& home, st
 // for here (the remote path checks the span's geometry).
 template <class C>
 __attribute__((always_inline)) inline void free_to_own_span(thread_heaps<C>& home, thread_heap<C>* h, span* s, block* b) {
-  block* head = s->free;
-  // The block freed last heads the list: freeing it again is the commonest
-  // double free (free(p); free(p), or free(p) after realloc moved it); a
-  // block deeper in the list is not looked for here. Before the invariant
-  // check: a bad free is the program's error, reported as such.
-  if (__builtin_expect(b == head, 0)) report_bad_local_free(b, head, s->block_size);
-  TENON_CHECK((reinterpret_cast<std::uintptr_t>(b) & 7) == 0);
-  TENON_CHECK(s->owner.load(std::memory_order_relaxed) == h && s->used() != 0 && s->used() != kCurrentBias);
-  C::links::set_next(b, head, s);
-  s->free = b;
-  if (__builtin_expect(--s->until_slow < 0, 0)) home.local_free_slow(h, s);  // used < low_mark
+  // A double free, immediate or delayed, finds the key that the first free
+  // stored (free_key.h); it also covers the block that heads the list.
+  // Before the invariant checks: a bad free is the program's error,
+  // reported as such.
+  std::uint64_t key = free_key();
+  if (__builtin_expect(second_word(b) == key, 0)) return free_keyed<C>(home, h, s, b);
+  push_local_free<C>(home, h, s, b, key);
 }
 
 }  // namespace tenon
