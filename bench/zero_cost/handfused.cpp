@@ -18,6 +18,7 @@ struct handfused : default_allocator {
       if (block* b = s->free; __builtin_expect(b != nullptr, 1)) {
         s->free = b->next;
         b->next = nullptr;
+        second_word(b) = 0;  // the free key leaves with the block, as in take_head
         ++s->until_slow;
         return b;
       }
@@ -34,9 +35,11 @@ struct handfused : default_allocator {
       if (__builtin_expect(owner == t_thread<config>.current, 1)) {
         auto* h = static_cast<thread_heap<config>*>(owner);
         auto* b = static_cast<block*>(p);
-        block* head = s->free;
-        if (__builtin_expect(b == head, 0)) report_bad_local_free(b, head, s->block_size);
-        b->next = head;
+        // The free key (heap/free_key.h), as free_to_own_span checks it.
+        std::uint64_t key = free_key();
+        if (__builtin_expect(second_word(b) == key, 0)) return free_keyed<config>(g_default_engine.heaps, h, s, b);
+        b->next = s->free;
+        second_word(b) = key;
         s->free = b;
         if (__builtin_expect(--s->until_slow < 0, 0)) g_default_engine.heaps.local_free_slow(h, s);
         return;
