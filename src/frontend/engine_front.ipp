@@ -116,12 +116,12 @@ void engine_front<E>::free_irregular(void* p) noexcept {
   if (!p) return;
   if (lookup::in_chunk(p)) {  // a chunk without a fast-table slot, or p not a multiple of 8
     span* s = lookup::span_of(p);
-    // No block starts there. The owner reports it as its fast path did
-    // before the chunk-table tag took over the test; any other thread's
-    // path checks the block start itself.
+    // Not a multiple of 8: no block starts there. The owner reports it as
+    // its fast path did before the chunk-table tag took over the test; any
+    // other thread's path checks the block start itself.
     bool misaligned = (reinterpret_cast<std::uintptr_t>(p) & 7) != 0;
     if (misaligned && s->owner.load(std::memory_order_relaxed) == t_thread<config>.current)
-      report_bad_local_free(static_cast<block*>(p), s->free, s->block_size);
+      report_misuse("free", p, "invalid pointer (not the start of a block)", s->block_size);
     free_in_chunk(p, s);
     return;
   }

@@ -121,7 +121,7 @@ void thread_heaps<C>::cache_free(heap_t* h, span* s, block_cache& c) {
   // The block freed last heads the cache: freeing it again is the commonest
   // double free, caught here as the fast path catches it on a span's list
   // (tested after the span's fields, where the compiled code is shorter).
-  if (__builtin_expect(b == c.front.free, 0)) report_bad_local_free(b, c.front.free, s->block_size);
+  if (__builtin_expect(b == c.front.free, 0)) report_misuse("free", b, "double free", s->block_size);
   C::links::set_next(b, c.front.free, &c.front);
   c.front.free = b;
   if (--c.front.until_slow < -static_cast<std::int32_t>(kBlockCache.limit[s->cls]))

@@ -139,14 +139,6 @@ __attribute__((always_inline)) inline void* heap_alloc(thread_heaps<C>& home, st
   return home.alloc_slow(h, static_cast<unsigned>(slow_cls));
 }
 
-// The owner's free found b to be the head of a block cache (a double free)
-// or not aligned as a block (an invalid pointer, found by the irregular
-// path: the fast path's chunk-table tag holds only multiples of 8): reports
-// it, aborts.
-[[noreturn, gnu::cold, gnu::noinline]] inline void report_bad_local_free(block* b, block* head, std::size_t size) {
-  report_misuse("free", b, b == head ? "double free" : "invalid pointer (not the start of a block)", size);
-}
-
 // Pushes b, a block of a span this heap owns, on the span's local free
 // list, with the free key (free_key.h) in its second word.
 template <class C>
