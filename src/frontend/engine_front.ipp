@@ -35,18 +35,19 @@ void clear_reused(void* p, std::size_t n) {
 
 // A pointer freed into small span s, by a thread that does not own it, must
 // be the start of one of its blocks in a slice that is taken: else it ends
-// the program. (The owner's own frees take the fast path, which checks only
-// for the block freed last: heap.h.) Reads only what is fixed while the span
-// lives and the chunk's atomic slice bits: a remote freer may run while the
-// owner carves.
+// the program. (The owner's own frees check the same on the fast path, up to
+// the blocks carved: heap.h.) Reads only what is fixed while the span lives
+// and the chunk's atomic slice bits: a remote freer may run while the owner
+// carves, so it bounds the block by the capacity, not the carved count; a
+// never-allocated slot it lets through is caught by the owner's free when
+// the owner sorts its inbox.
 inline void check_small_block(const span* s, const void* p) {
   std::uint64_t bit = std::uint64_t{1} << lookup::slice_of(p);
   bool taken = s != &g_no_span && lookup::slice_of(p) != 0 &&
                (chunk_of(p)->used.load(std::memory_order_relaxed) & bit) != 0;
   if (!taken) report_misuse("free", p, "invalid pointer (not in a block: never allocated or already freed)", 0);
-  std::size_t offset = static_cast<std::size_t>(static_cast<const char*>(p) - s->start);
-  if (offset >= std::size_t{s->capacity} * s->block_size ||
-      static_cast<std::uint32_t>(offset) % s->block_size != 0)
+  auto offset = static_cast<std::uint64_t>(static_cast<const char*>(p) - s->start);
+  if (!block_index::starts_block(offset, s->block_mult, block_index::limit(s->block_mult, s->block_size, s->capacity)))
     report_misuse("free", p, "invalid pointer (not the start of a block)", s->block_size);
 }
 

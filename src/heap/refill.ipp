@@ -33,7 +33,8 @@ span* thread_heaps<C>::form_small_span(heap_t* owner, unsigned cls, chunk** hint
   s->cls = static_cast<std::uint8_t>(cls);
   s->block_size = kClasses.size[cls];
   s->capacity = static_cast<std::uint32_t>((std::size_t{s->nslices} << kSliceShift) / s->block_size);
-  s->carved = 0;
+  s->block_mult = kClasses.block_mult[cls];
+  s->set_carved(0);
   s->free = nullptr;
   s->low_mark = 1;
   s->set_used(0);

@@ -74,7 +74,7 @@ void thread_heaps<C>::carve(span* s) {
     C::links::set_next(reinterpret_cast<block*>(p), nullptr, s);
     s->free = reinterpret_cast<block*>(first);
   }
-  s->carved += n;
+  s->set_carved(s->carved + n);
 }
 
 // Append a chain taken from the remote list to the local free list. Each

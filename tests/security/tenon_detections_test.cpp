@@ -55,8 +55,8 @@ TENON_STOPS(FreeAfterRealloc4M, "free_after_realloc_4m")
 // the next 4 MiB unit of the mapping, which the chunk map does not mark (only
 // the unit of the user pointer is): today tenon takes it for a foreign
 // pointer and ignores it.
-TENON_STOPS(DISABLED_FreeInterior64, "free_interior_64")
-TENON_STOPS(DISABLED_FreeInterior4K, "free_interior_4k")
+TENON_STOPS(FreeInterior64, "free_interior_64")
+TENON_STOPS(FreeInterior4K, "free_interior_4k")
 TENON_STOPS(FreeInterior256K, "free_interior_256k")
 TENON_STOPS(FreeInterior4M, "free_interior_4m")
 
@@ -71,7 +71,7 @@ TENON_STOPS(FreeUnaligned4M, "free_unaligned_4m")
 // (in a fresh process the first 16 B span is slice 1 of the first chunk, so
 // this is slice 17 of that chunk, which no span uses: today free() reads the
 // slice's null descriptor and crashes).
-TENON_STOPS(DISABLED_FreeNeverAllocatedNear, "free_never_allocated_near")
+TENON_STOPS(FreeNeverAllocatedNear, "free_never_allocated_near")
 TENON_STOPS(FreeNeverAllocatedFar, "free_never_allocated_far")
 
 // A fresh small block holds no heap address in its first word (the free-list

@@ -2,6 +2,7 @@
 // classes from 16 bytes are multiples of 16, spans hold at least 8 blocks.
 #include <gtest/gtest.h>
 
+#include "tenon/common/block_index.h"
 #include "tenon/common/size_classes.h"
 
 using namespace tenon;
@@ -30,5 +31,26 @@ TEST(SizeClasses, SpansHoldTwoBlocksAndWasteAtMostAnEighth) {
     std::size_t bytes = std::size_t{kClasses.slices[c]} << kSliceShift;
     EXPECT_GE(bytes / kClasses.size[c], 2u) << kClasses.size[c];
     EXPECT_LE((bytes % kClasses.size[c]) * 8, bytes) << kClasses.size[c];
+  }
+}
+
+// The owner's free test of a block start (common/block_index.h): for every
+// class and every 8-byte-aligned offset of its span and a slice beyond, the
+// multiply-and-compare agrees with `%` and the bound, at every carved count
+// the free path can meet (none, one, a page's worth, all).
+TEST(SizeClasses, BlockStartTestAgreesWithDivision) {
+  for (unsigned c = 0; c < kNumClasses; ++c) {
+    std::uint32_t size = kClasses.size[c];
+    std::uint64_t mult = kClasses.block_mult[c];
+    ASSERT_EQ(mult, block_index::multiplier(size));
+    std::uint32_t capacity = static_cast<std::uint32_t>((std::size_t{kClasses.slices[c]} << kSliceShift) / size);
+    for (std::uint32_t carved : {0u, 1u, 4096 / size + 1, capacity / 2, capacity}) {
+      std::uint64_t lim = block_index::limit(mult, size, carved);
+      for (std::uint64_t off = 0; off < (std::uint64_t{kClasses.slices[c]} + 1) << kSliceShift; off += 8) {
+        bool want = off % size == 0 && off / size < carved;
+        ASSERT_EQ(block_index::starts_block(off, mult, lim), want)
+            << "size " << size << " carved " << carved << " offset " << off;
+      }
+    }
   }
 }

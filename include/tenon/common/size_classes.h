@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tenon/common/block_index.h"
 #include "tenon/common/config.h"
 
 namespace tenon {
@@ -28,6 +29,7 @@ constexpr unsigned kNumClasses = detail::count_classes();
 struct class_table {
   std::array<std::uint32_t, kNumClasses> size{};
   std::array<std::uint8_t, kNumClasses> slices{};   // span length in slices
+  std::array<std::uint64_t, kNumClasses> block_mult{};  // block_index::multiplier(size)
   // n -> class for n <= 1 KiB, one byte a size: indexed by n itself, the
   // malloc fast path needs no arithmetic on it ((n + 7) / 8 cost an add and
   // a shift a malloc).
@@ -48,6 +50,7 @@ constexpr class_table make_class_table() {
     std::size_t sl = 1;
     while (((sl * kSliceSize) % t.size[i]) * 8 > sl * kSliceSize) ++sl;
     t.slices[i] = static_cast<std::uint8_t>(sl);
+    t.block_mult[i] = block_index::multiplier(t.size[i]);
   }
   for (unsigned i = 0, cls = 0; i < t.small.size(); ++i) {
     while (t.size[cls] < i) ++cls;

@@ -173,18 +173,29 @@ template <class C>
   push_local_free<C>(home, h, s, b, free_key());
 }
 
+// The owner's free of b, which starts no block this heap handed out from s:
+// inside a block, or a slot not carved yet (or past the span's last block).
+[[noreturn, gnu::cold, gnu::noinline]] inline void report_not_carved_block(const span* s, const block* b) {
+  auto offset = static_cast<std::size_t>(reinterpret_cast<const char*>(b) - s->start);
+  report_misuse("free", b,
+                offset % s->block_size ? "invalid pointer (not the start of a block)"
+                                       : "invalid pointer (never allocated)",
+                s->block_size);
+}
+
 // A block of a span this heap owns goes back on the span's local free list.
-// b is a multiple of 8: every small block starts at one (16 from 16 bytes
-// up), and the lookup that found s tested it (the chunk-table tag, or the
-// irregular path, which reports a pointer that is not: free(p + 1), as
-// glibc's alignment check finds). An aligned interior pointer is not looked
-// for here (the remote path checks the span's geometry).
+// b is a multiple of 8 (the lookup that found s tested it: the chunk-table
+// tag, or the irregular path, which reports free(p + 1) as glibc's alignment
+// check does), and must start a block this heap carved: an aligned interior
+// pointer, or one into the span's uncarved rest, would put memory a live
+// block holds, or was never handed out, on the free list.
 template <class C>
 __attribute__((always_inline)) inline void free_to_own_span(thread_heaps<C>& home, thread_heap<C>* h, span* s, block* b) {
-  // A double free, immediate or delayed, finds the key that the first free
-  // stored (free_key.h); it also covers the block that heads the list.
   // Before the invariant checks: a bad free is the program's error,
   // reported as such.
+  if (__builtin_expect(!s->starts_carved_block(b), 0)) report_not_carved_block(s, b);
+  // A double free, immediate or delayed, finds the key that the first free
+  // stored (free_key.h); it also covers the block that heads the list.
   std::uint64_t key = free_key();
   if (__builtin_expect(second_word(b) == key, 0)) return free_keyed<C>(home, h, s, b);
   push_local_free<C>(home, h, s, b, key);

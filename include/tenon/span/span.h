@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "tenon/common/config.h"
+#include "tenon/common/block_index.h"
 
 namespace tenon {
 
@@ -63,6 +64,7 @@ struct alignas(64) span {
   std::size_t large_usable = 0;  // large spans: usable bytes from the user pointer
   std::uint32_t block_size = 0;
   std::uint32_t capacity = 0;
+  std::uint64_t block_mult = 0;  // small spans: block_index::multiplier(block_size)
   span_kind kind = span_kind::small;
   std::uint8_t cls = 0;
   std::uint8_t first_slice = 0;
@@ -81,6 +83,9 @@ struct alignas(64) span {
   std::uint32_t low_mark = 1;  // local free calls the slow path when used drops below
   span* next = nullptr;        // owner's avail/full list
   span* prev = nullptr;
+  // What block_index::starts_block admits on the owner's free: the carved
+  // blocks. Written with `carved`, through set_carved().
+  std::uint64_t carved_limit = 0;
   std::uint32_t carved = 0;    // blocks carved from the span's memory so far
   span_state state = span_state::detached;
   // --- shared, written by remote pushers and the owner (the owner's line:
@@ -93,6 +98,16 @@ struct alignas(64) span {
   void set_used(std::uint32_t u) { until_slow = static_cast<std::int32_t>(u - low_mark); }
   void add_used(std::uint32_t n) { until_slow += static_cast<std::int32_t>(n); }
   void remove_used(std::uint32_t n) { until_slow -= static_cast<std::int32_t>(n); }
+  void set_carved(std::uint32_t n) {
+    carved = n;
+    carved_limit = block_index::limit(block_mult, block_size, n);
+  }
+  // Whether p starts a block of this small span that its owner carved (the
+  // owner's free: an interior pointer, or one never handed out, is not).
+  __attribute__((always_inline)) bool starts_carved_block(const void* p) const {
+    auto offset = static_cast<std::uint64_t>(static_cast<const char*>(p) - start);
+    return block_index::starts_block(offset, block_mult, carved_limit);
+  }
   void set_low_mark(std::uint32_t m) {
     std::uint32_t u = used();
     low_mark = m;
