@@ -1,0 +1,119 @@
+// A small block freed twice by threads that do not own its span (issue 11):
+// reported, never a hang or a corrupted list. Before this, a block of an
+// exited thread's span freed twice by another thread put a cycle on the
+// span's remote list, and the next allocation of the class that adopted the
+// span walked it forever (found outside the tests, 2026-11-27). In process,
+// through the tenon_* API of libtenon.a; each child has an alarm, so that a
+// hang fails the test at once instead of at CTest's timeout.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <tenon/tenon.h>
+#include <unistd.h>
+
+#include <thread>
+#include <vector>
+
+namespace {
+
+const char kDoubleFree[] = "tenon:.*free.*double free";
+
+// The next allocations of the class take the span back (adopt it and
+// collect its remote list), where a cycle used to hang.
+void allocate_the_class_again(std::size_t n) {
+  std::vector<void*> v(4096);
+  for (auto& b : v) b = tenon_malloc(n);
+  for (void* b : v) tenon_free(b);
+}
+
+// Blocks of a span whose thread has exited: the span has no owner, so other
+// threads' frees go straight onto its remote list.
+std::vector<void*> blocks_of_an_exited_thread(std::size_t n, int count) {
+  std::vector<void*> v(count);
+  std::thread([&] {
+    for (auto& b : v) b = tenon_malloc(n);
+  }).join();
+  return v;
+}
+
+TEST(RemoteDoubleFreeDeathTest, TwiceInARowIntoAnExitedThreadsSpan) {
+  EXPECT_EXIT(
+      {
+        alarm(20);
+        auto v = blocks_of_an_exited_thread(64, 2);
+        std::thread([&] {
+          tenon_free(v[0]);
+          tenon_free(v[0]);
+        }).join();
+        allocate_the_class_again(64);
+      },
+      testing::KilledBySignal(SIGABRT), kDoubleFree);
+}
+
+TEST(RemoteDoubleFreeDeathTest, DelayedIntoAnExitedThreadsSpan) {
+  EXPECT_EXIT(
+      {
+        alarm(20);
+        auto v = blocks_of_an_exited_thread(64, 3);
+        std::thread([&] {
+          tenon_free(v[0]);
+          tenon_free(v[1]);
+          tenon_free(v[0]);
+        }).join();
+        allocate_the_class_again(64);
+      },
+      testing::KilledBySignal(SIGABRT), kDoubleFree);
+}
+
+// By two different threads, one after the other.
+TEST(RemoteDoubleFreeDeathTest, ByTwoThreadsIntoAnExitedThreadsSpan) {
+  EXPECT_EXIT(
+      {
+        alarm(20);
+        auto v = blocks_of_an_exited_thread(256, 4);
+        std::thread([&] {
+          tenon_free(v[0]);
+          tenon_free(v[1]);
+        }).join();
+        std::thread([&] {
+          tenon_free(v[2]);
+          tenon_free(v[0]);
+        }).join();
+        allocate_the_class_again(256);
+      },
+      testing::KilledBySignal(SIGABRT), kDoubleFree);
+}
+
+// The owner lives: the freeing thread batches the block for it, and the
+// second free finds it at the head of that batch.
+TEST(RemoteDoubleFreeDeathTest, TwiceInARowIntoALiveOwnersSpan) {
+  EXPECT_EXIT(
+      {
+        alarm(20);
+        void* p = tenon_malloc(64);
+        std::thread([p] {
+          tenon_free(p);
+          tenon_free(p);
+        }).join();
+        allocate_the_class_again(64);
+      },
+      testing::KilledBySignal(SIGABRT), kDoubleFree);
+}
+
+// No false report: many blocks of exited threads' spans, each freed once by
+// other threads in an interleaved order, then the class allocated again.
+TEST(RemoteDoubleFree, SingleFreesOfExitedThreadsBlocksAreQuiet) {
+  for (std::size_t n : {16, 64, 256, 4096}) {
+    auto v = blocks_of_an_exited_thread(n, 1000);
+    std::thread a([&] {
+      for (std::size_t i = 0; i < v.size(); i += 2) tenon_free(v[i]);
+    });
+    std::thread b([&] {
+      for (std::size_t i = 1; i < v.size(); i += 2) tenon_free(v[i]);
+    });
+    a.join();
+    b.join();
+    allocate_the_class_again(n);
+  }
+}
+
+}  // namespace
