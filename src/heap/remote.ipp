@@ -8,6 +8,7 @@
 #include "tenon/common/checks.h"
 #include "tenon/common/inject.h"
 #include "tenon/heap/thread_heaps.h"
+#include "tenon/platform/misuse.h"
 #include "tenon/lookup/slice_index.h"
 
 namespace tenon {
@@ -17,6 +18,10 @@ template <class C>
 void thread_heaps<C>::push_remote(span* s, block* head, block* tail, std::uint32_t n, stats_t* st) {
   std::uint64_t old = s->remote.load(std::memory_order_relaxed);
   for (;;) {
+    // Already at the head of the list: freed twice in a row (a repeat
+    // further down is caught where the list is collected, merge_free).
+    if (__builtin_expect(remote_word::head(old) == head, 0))
+      report_misuse("free", head, "double free (by threads that do not own its span)", s->block_size);
     C::links::set_next(tail, remote_word::head(old), s);
     std::uint64_t desired = remote_word::make(head, remote_word::count(old) + n, 0);
     TENON_INJECT_POINT("remote.push");
@@ -131,6 +136,13 @@ void thread_heaps<C>::free_remote(heap_t* h, span* s, block* b) {
     return;
   }
   TENON_CHECK(dest != h && dest != nullptr);
+  // The block this thread freed last for that owner: freed twice in a row.
+  // A repeat further back in the batch closes a cycle, which the owner's
+  // free key reports when it sorts the batch (heap.h); where the repeated
+  // block began the batch, the delivery's link from it cuts the cycle and
+  // the blocks freed between the two frees are lost to the batch (leaked,
+  // never handed out twice).
+  if (__builtin_expect(b == ob.head, 0)) report_misuse("free", b, "double free", s->block_size);
   C::links::set_next(b, ob.head, s);
   ob.head = b;
   if (++ob.count >= kRemoteBatchMax) flush_outbox(h, ob);
@@ -176,6 +188,7 @@ void thread_heaps<C>::free_remote_slow(heap_t* h, span* s, block* b) {
     h->out_pending |= 1u << (&ob - h->out);
     return;
   }
+  if (b == ob.head) report_misuse("free", b, "double free", s->block_size);  // as in free_remote
   C::links::set_next(b, ob.head, s);
   ob.head = b;
   if (++ob.count >= kRemoteBatchMax) flush_outbox(h, ob);

@@ -77,24 +77,47 @@ void thread_heaps<C>::carve(span* s) {
   s->set_carved(s->carved + n);
 }
 
+// A chain from a span's remote list that runs on past the `count` blocks
+// pushed onto it: a block was pushed twice (freed twice by threads that do
+// not own the span), which closed a cycle. Names the block that comes twice
+// within the first count + 1 links (at most the capacity + 1: a fatal path,
+// so a quadratic search is fine), or the chain's head if none does.
+template <class C>
+[[noreturn, gnu::cold, gnu::noinline]] void report_remote_double_free(const span* s, block* chain,
+                                                                      std::uint32_t count) {
+  const char what[] = "double free (by threads that do not own its span)";
+  std::uint32_t n = (count < s->capacity ? count : s->capacity) + 1;
+  block* b = chain;
+  for (std::uint32_t i = 0; i < n && b; ++i, b = C::links::next(b, s)) {
+    block* a = chain;
+    for (std::uint32_t j = 0; j < i; ++j, a = C::links::next(a, s))
+      if (a == b) report_misuse("free", b, what, s->block_size);
+  }
+  report_misuse("free", chain, what, s->block_size);
+}
+
 // Append a chain taken from the remote list to the local free list. Each
 // block gets the free key on the way (free_key.h), so that freeing it again
 // is caught as for a block freed here. The whole chain is walked (before the
 // key, only when the local list had blocks, for its tail): blocks the owner
-// will hand out soon, whose lines malloc would bring in anyway.
+// will hand out soon, whose lines malloc would bring in anyway. The walk
+// stops at `count` blocks: a longer chain is a cycle (a block freed twice by
+// other threads), reported before it could hang this thread or count a block
+// free twice.
 template <class C>
 void thread_heaps<C>::merge_free(span* s, block* chain, std::uint32_t count) {
   if (!chain) return;
-  TENON_CHECK(count > 0 && (s->used() & ~kCurrentBias) >= count);
-  s->remove_used(count);
   std::uint64_t key = free_key();
   block* tail = chain;
-  for (;;) {
+  for (std::uint32_t n = 1;; ++n) {
     second_word(tail) = key;
     block* next = C::links::next(tail, s);
     if (!next) break;
+    if (n >= count) report_remote_double_free<C>(s, chain, count);
     tail = next;
   }
+  TENON_CHECK(count > 0 && (s->used() & ~kCurrentBias) >= count);
+  s->remove_used(count);
   C::links::set_next(tail, s->free, s);
   s->free = chain;
 }
