@@ -46,9 +46,23 @@ inline void check_small_block(const span* s, const void* p) {
   bool taken = s != &g_no_span && lookup::slice_of(p) != 0 &&
                (chunk_of(p)->used.load(std::memory_order_relaxed) & bit) != 0;
   if (!taken) report_misuse("free", p, "invalid pointer (not in a block: never allocated or already freed)", 0);
-  auto offset = static_cast<std::uint64_t>(static_cast<const char*>(p) - s->start);
-  if (!block_index::starts_block(offset, s->block_mult, block_index::limit(s->block_mult, s->block_size, s->capacity)))
-    report_misuse("free", p, "invalid pointer (not the start of a block)", s->block_size);
+  if (!s->starts_block(p)) report_misuse("free", p, "invalid pointer (not the start of a block)", s->block_size);
+}
+
+// realloc of p in small span s must name a live block: a block start (one
+// the owner carved, when the caller owns s) that is not on the owner's free
+// lists. The key is confirmed by a walk of those lists only when the caller
+// owns them; another thread's realloc of a freed block frees it through its
+// owner's inbox, whose sort reports it.
+template <class C>
+void check_realloc_small(span* s, void* p) {
+  auto* h = t_thread<C>.current;
+  bool own = s->owner.load(std::memory_order_relaxed) == h;
+  if (!(own ? s->starts_carved_block(p) : s->starts_block(p)))
+    report_misuse("realloc", p, "invalid pointer (not the start of a block)", s->block_size);
+  auto* b = static_cast<block*>(p);
+  if (own && second_word(b) == free_key() && freed_already<C>(h, s, b))
+    report_misuse("realloc", p, "double free", s->block_size);
 }
 
 }  // namespace front_detail
@@ -165,6 +179,8 @@ void* engine_front<E>::realloc_slow(void* p, std::size_t n) noexcept {
       if (n > kMaxSmall && n >= room / 4 && large_runs<config>::resize(s, p, n)) return p;
       old = room;
     } else {
+      front_detail::check_realloc_small<config>(s, p);
+      if (n <= s->block_size && n >= s->block_size / 2) return p;  // as realloc's inline test
       old = s->block_size;
     }
   } else if (huge_header* h = huge_lookup(p)) {

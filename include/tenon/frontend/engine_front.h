@@ -52,10 +52,18 @@ struct engine_front {
   static void* alloc_zeroed(std::size_t n) noexcept;
   static std::size_t usable_size(const void* p) noexcept;
 
+  // A small block stays in place when the new size fits it and wastes less
+  // than half; here for the owner's live blocks (a block start it carved,
+  // without the free key), in realloc_slow for everything else, which first
+  // checks that p is a live block (a pointer into a block, or a freed block
+  // kept in place, would be handed out twice).
   static void* realloc(void* p, std::size_t n) noexcept {
     if (n <= kMaxSmall && lookup::is_regular(p)) {
       span* s = lookup::span_of(p);
-      if (s->kind == span_kind::small && n <= s->block_size && n >= s->block_size / 2) return p;
+      if (s->kind == span_kind::small && n <= s->block_size && n >= s->block_size / 2 &&
+          s->owner.load(std::memory_order_relaxed) == t_thread<config>.current && s->starts_carved_block(p) &&
+          second_word(static_cast<block*>(p)) != free_key())
+        return p;
     }
     return realloc_slow(p, n);
   }

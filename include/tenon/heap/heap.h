@@ -152,24 +152,32 @@ __attribute__((always_inline)) inline void push_local_free(thread_heaps<C>& home
   if (__builtin_expect(--s->until_slow < 0, 0)) home.local_free_slow(h, s);  // used < low_mark
 }
 
-// The owner's free found the free key in b's second word: b is freed
-// already if it is on s's local free list or in this heap's block cache of
-// its class, the only lists whose blocks carry the key. Both are the
-// owner's and bounded (the span's capacity, the cache's count), so the walk
-// ends and waits for nobody. Not found: a live block whose data equals the
-// key, freed as any other. The whole free, not only the check: a call that
-// returned to the fast path cost that path a stack frame (10 instructions).
+// Whether b, a block of s (a span h owns) whose second word holds the free
+// key, is freed already: on s's local free list or in h's block cache of its
+// class, the only lists whose blocks carry the key. Both are the owner's and
+// bounded (the span's capacity, the cache's count), so the walk ends and
+// waits for nobody. Not found: a live block whose data equals the key.
+//
+// The owner's free that found the key (free_keyed) is the whole free, not
+// only the check: a call that returned to the fast path cost that path a
+// stack frame (10 instructions).
 template <class C>
-[[gnu::cold, gnu::noinline]] void free_keyed(thread_heaps<C>& home, thread_heap<C>* h, span* s, block* b) {
+bool freed_already(thread_heap<C>* h, span* s, const block* b) {
   std::uint32_t n = 0;
   for (block* f = s->free; f && n <= s->capacity; f = C::links::next(f, s), ++n)
-    if (f == b) report_misuse("free", b, "double free", s->block_size);
+    if (f == b) return true;
   if (unsigned i = kBlockCache.slot[s->cls]; i != block_cache_detail::kNone) {
     block_cache& c = h->cache[i];
     n = 0;
     for (block* f = c.front.free; f && n <= cached_blocks(c); f = C::links::next(f, &c.front), ++n)
-      if (f == b) report_misuse("free", b, "double free", s->block_size);
+      if (f == b) return true;
   }
+  return false;
+}
+
+template <class C>
+[[gnu::cold, gnu::noinline]] void free_keyed(thread_heaps<C>& home, thread_heap<C>* h, span* s, block* b) {
+  if (freed_already(h, s, b)) report_misuse("free", b, "double free", s->block_size);
   push_local_free<C>(home, h, s, b, free_key());
 }
 

@@ -64,7 +64,8 @@ struct alignas(64) span {
   std::size_t large_usable = 0;  // large spans: usable bytes from the user pointer
   std::uint32_t block_size = 0;
   std::uint32_t capacity = 0;
-  std::uint64_t block_mult = 0;  // small spans: block_index::multiplier(block_size)
+  std::uint64_t block_mult = 0;      // small spans: block_index::multiplier(block_size)
+  std::uint64_t capacity_limit = 0;  // what block_index::starts_block admits: every block
   span_kind kind = span_kind::small;
   std::uint8_t cls = 0;
   std::uint8_t first_slice = 0;
@@ -107,6 +108,12 @@ struct alignas(64) span {
   __attribute__((always_inline)) bool starts_carved_block(const void* p) const {
     auto offset = static_cast<std::uint64_t>(static_cast<const char*>(p) - start);
     return block_index::starts_block(offset, block_mult, carved_limit);
+  }
+  // The same for any thread, which may not read the owner's carved count:
+  // any of the span's blocks, carved or not.
+  bool starts_block(const void* p) const {
+    auto offset = static_cast<std::uint64_t>(static_cast<const char*>(p) - start);
+    return block_index::starts_block(offset, block_mult, capacity_limit);
   }
   void set_low_mark(std::uint32_t m) {
     std::uint32_t u = used();
