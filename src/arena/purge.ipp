@@ -1,5 +1,8 @@
-// arena<C>: the purge pass, which gives the pages of slices free for longer
-// than TENON_PURGE_DELAY_MS back to the OS.
+// arena<C>: the purge pass, which gives back to the OS the pages of slices
+// free for longer than TENON_PURGE_DELAY_MS and of those the dirty cap marked.
+#include <bit>
+
+#include "slice_bits.h"
 #include "tenon/arena/arena.h"
 #include "tenon/common/inject.h"
 #include "tenon/platform/options.h"
@@ -10,22 +13,31 @@ namespace tenon {
 // (CAS its used bit), drop its pages, give it back. False if it was taken.
 template <class C>
 bool arena<C>::purge_slice(chunk* c, unsigned i, stats_t* st) {
-  std::uint64_t bit = std::uint64_t{1} << i;
+  return purge_run(c, i, 1, st) != 0;
+}
+
+// The same for the free run [first, first + n), in one system call: claimed
+// whole or not at all (a slice of it taken meanwhile is the taker's; the run
+// is then left to a later pass). The number of dirty slices purged.
+template <class C>
+unsigned arena<C>::purge_run(chunk* c, unsigned first, unsigned n, stats_t* st) {
+  std::uint64_t mask = slice_bits::run_mask(first, n);
   std::uint64_t used = c->used.load(std::memory_order_relaxed);
-  if (used & bit) return false;
-  if (!c->used.compare_exchange_strong(used, used | bit, std::memory_order_acquire, std::memory_order_relaxed)) {
-    count(st, shared_stats_, stat_retry_chunk_bitmap);
-    return false;
+  for (;;) {
+    if (used & mask) return 0;
+    if (c->used.compare_exchange_weak(used, used | mask, std::memory_order_acquire, std::memory_order_relaxed)) break;
+    count(st, shared_stats_, stat_retry_chunk_bitmap);  // other slices of the chunk moved: try again
   }
   TENON_INJECT_POINT("chunk.purge");
-  bool done = false;
-  if ((c->dirty.load(std::memory_order_relaxed) & bit) &&
-      C::platform::purge(reinterpret_cast<char*>(c) + (std::size_t{i} << kSliceShift), kSliceSize)) {
-    c->dirty.fetch_and(~bit, std::memory_order_relaxed);
-    done = true;
-    count(st, shared_stats_, stat_purges);
+  unsigned done = 0;
+  std::uint64_t dirty = c->dirty.load(std::memory_order_relaxed) & mask;
+  if (dirty && C::platform::purge(reinterpret_cast<char*>(c) + (std::size_t{first} << kSliceShift),
+                                  std::size_t{n} << kSliceShift)) {
+    c->dirty.fetch_and(~dirty, std::memory_order_relaxed);
+    done = static_cast<unsigned>(std::popcount(dirty));
+    count(st, shared_stats_, stat_purges);  // one run, one system call
   }
-  c->used.fetch_and(~bit, std::memory_order_release);
+  c->used.fetch_and(~mask, std::memory_order_release);
   return done;
 }
 
@@ -48,6 +60,7 @@ bool arena<C>::purge(bool force, stats_t* st) {
       return false;
   }
   bool any = false;
+  marked_.store(0, std::memory_order_relaxed);  // this pass purges them (marks made meanwhile count again)
   std::uint32_t n = nchunks_.load(std::memory_order_acquire);
   if (n > kMaxChunks) n = kMaxChunks;
   for (std::uint32_t idx = 0; idx < n; ++idx) {
@@ -61,6 +74,7 @@ bool arena<C>::purge(bool force, stats_t* st) {
       // Claimed as if allocated while its pages drop: nobody takes it meanwhile.
       if (purge_slice(c, i, st)) any = true;
     }
+    trim_marked(c, now, st);  // after the delay's: a forced pass has none left
   }
   if (hook_ && hook_(hook_context_)) any = true;
   return any;

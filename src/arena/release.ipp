@@ -29,48 +29,96 @@ void arena<C>::release_span(span* s, stats_t* st) {
   }
   count(st, shared_stats_, stat_spans_released);
   shared_stats_.hold(-static_cast<std::int64_t>(std::size_t{n} << kSliceShift));
-  trim_chunk(c, mask, st);
-  // Memory now kept resident for reuse: the background purger gives it back
-  // on time if the program goes idle. Only for a sizeable run, or a chunk the
-  // cap below could not bring down (its free slices are all young).
-  if (n >= kPurgerStartSlices ||
-      std::popcount(c->dirty.load(std::memory_order_relaxed) & ~c->used.load(std::memory_order_relaxed)) >
-          static_cast<int>(kMaxDirtyPerChunk))
-    note_retained();
+  mark_over_cap(c, mask, now);
   std::uint32_t next = next_purge_ms_.load(std::memory_order_relaxed);
   if (static_cast<std::int32_t>(now - next) >= 0) purge(false, st);
 }
 
-// Keep at most kMaxDirtyPerChunk free-but-resident slices in a chunk: past
-// that, the oldest are purged now rather than after the delay, once they have
-// been free for kDirtyGraceMs (younger ones wait for a later release in this
-// chunk or for the purge pass). Dirty slices are reused first, so a
-// program's peak RSS otherwise creeps up to its peak address space (mstress:
-// 618 slices in use at peak, all of them resident). The run just released
-// (`keep`) is never purged here: a loop that frees and reallocates a 2 MiB
-// block would otherwise fault it in every time (15x glibc's time on
-// thread-chunks before this exemption).
+// Brings the next purge pass forward to `when` if it is due later: a CAS
+// retry loop (a failure means another thread moved the time).
 template <class C>
-void arena<C>::trim_chunk(chunk* c, std::uint64_t keep, stats_t* st) {
-  std::uint32_t now = C::platform::now_ms();
-  for (;;) {
-    std::uint64_t free_dirty = c->dirty.load(std::memory_order_relaxed) & ~c->used.load(std::memory_order_relaxed);
-    if (static_cast<unsigned>(std::popcount(free_dirty)) <= kMaxDirtyPerChunk) return;
-    free_dirty &= ~keep;
-    if (!free_dirty) return;
+void arena<C>::purge_due_by(std::uint32_t when) {
+  std::uint32_t next = next_purge_ms_.load(std::memory_order_relaxed);
+  while (static_cast<std::int32_t>(next - when) > 0 &&
+         !next_purge_ms_.compare_exchange_weak(next, when, std::memory_order_relaxed)) {
+  }
+}
+
+// Keep at most kMaxDirtyPerChunk free-but-resident slices in a chunk: past
+// that, the oldest of those free for kDirtyGraceMs are marked for the purge
+// pass (younger ones wait for a later release in this chunk or for the
+// delay). Dirty slices are reused first, but a run that does not fit the
+// next request stays resident: without the cap a program's peak RSS creeps
+// up to its peak address space (mstress: 618 slices in use at peak, all of
+// them resident). Marked, not purged here: purged by each release that left
+// a chunk over the cap, the system call (and its TLB shootdown) was the free
+// path's tail (architecture.md, layer 4). The pass runs as soon as
+// kMaxMarkedSlices are marked, so one over-cap release in that many pays,
+// for every chunk's marks, adjacent slices in one call. The run just
+// released (`keep`) is never marked: a loop that frees and reallocates a
+// 2 MiB block would otherwise fault it in every time (15x glibc's time on
+// thread-chunks before this exemption). Memory kept resident for reuse (a
+// sizeable run, or a chunk over its cap with young slices) starts the
+// background purger, which gives it back on time if the program goes idle.
+template <class C>
+void arena<C>::mark_over_cap(chunk* c, std::uint64_t keep, std::uint32_t now) {
+  std::uint64_t free_dirty = c->dirty.load(std::memory_order_relaxed) & ~c->used.load(std::memory_order_relaxed);
+  unsigned resident = static_cast<unsigned>(std::popcount(free_dirty));
+  std::uint64_t marks = 0;
+  if (resident > kMaxDirtyPerChunk) {
+    marks = oldest_past_grace(c, free_dirty & ~keep, resident - kMaxDirtyPerChunk, now);
+    std::uint64_t fresh = marks & ~c->trim.fetch_or(marks, std::memory_order_relaxed);
+    auto n = static_cast<std::uint32_t>(std::popcount(fresh));
+    if (n && marked_.fetch_add(n, std::memory_order_relaxed) + n >= kMaxMarkedSlices) purge_due_by(now);
+  }
+  if (std::popcount(keep) >= static_cast<int>(kPurgerStartSlices) ||
+      resident - static_cast<unsigned>(std::popcount(marks)) > kMaxDirtyPerChunk)
+    note_retained();
+}
+
+// The pass's part of the cap: purge the chunk's marked slices that are still
+// free and resident, oldest first, as many as the chunk is still over its
+// cap (takers may have reused others since) and only past the grace (one
+// taken and freed again since its mark is young), adjacent ones in one call.
+template <class C>
+void arena<C>::trim_marked(chunk* c, std::uint32_t now, stats_t* st) {
+  if (!c->trim.load(std::memory_order_relaxed)) return;
+  std::uint64_t marks = c->trim.exchange(0, std::memory_order_relaxed);
+  std::uint64_t free_dirty = c->dirty.load(std::memory_order_relaxed) & ~c->used.load(std::memory_order_relaxed);
+  unsigned resident = static_cast<unsigned>(std::popcount(free_dirty));
+  if (resident <= kMaxDirtyPerChunk) return;
+  marks = oldest_past_grace(c, marks & free_dirty, resident - kMaxDirtyPerChunk, now);
+  while (marks) {
+    unsigned first = static_cast<unsigned>(std::countr_zero(marks));
+    unsigned n = static_cast<unsigned>(std::countr_one(marks >> first));
+    marks &= ~slice_bits::run_mask(first, n);
+    purge_run(c, first, n, st);  // a slice taken meanwhile is the taker's now
+  }
+}
+
+// Up to `want` of the slices in `candidates`, oldest first, that have been
+// free for at least kDirtyGraceMs (a bulk free about to be refilled keeps
+// its younger ones).
+template <class C>
+std::uint64_t arena<C>::oldest_past_grace(chunk* c, std::uint64_t candidates, unsigned want, std::uint32_t now) {
+  std::uint64_t picked = 0;
+  for (; want; --want) {
     unsigned oldest = 0;
     std::uint32_t oldest_age = 0;
-    for (std::uint64_t d = free_dirty; d; d &= d - 1) {
+    bool found = false;
+    for (std::uint64_t d = candidates & ~picked; d; d &= d - 1) {
       unsigned i = static_cast<unsigned>(std::countr_zero(d));
       std::uint32_t age = now - c->dirty_ms[i].load(std::memory_order_relaxed);
-      if (age >= oldest_age) {
+      if (age >= kDirtyGraceMs && (!found || age > oldest_age)) {
         oldest_age = age;
         oldest = i;
+        found = true;
       }
     }
-    if (oldest_age < kDirtyGraceMs) return;   // all younger: a bulk free about to be refilled keeps them
-    if (!purge_slice(c, oldest, st)) return;  // raced with a taker: it is theirs now
+    if (!found) break;
+    picked |= std::uint64_t{1} << oldest;
   }
+  return picked;
 }
 
 }  // namespace tenon

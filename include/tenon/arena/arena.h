@@ -63,7 +63,8 @@ class arena {
   void release_span(span* s, stats_t* st);
 
   // Purge pass: drop the pages of slices free for longer than the delay (all
-  // free slices when `force`), then the hook's. True if any pages went back.
+  // free slices when `force`) and of those the dirty cap marked (release.ipp),
+  // then the hook's. True if any pages went back (the marks' do not count).
   bool purge(bool force, stats_t* st);
 
   // Start the background purger now, whatever the process; true if it runs.
@@ -99,7 +100,11 @@ class arena {
   bool advise_chunk(chunk* c);  // TENON_HUGE_PAGES=2: true if advised
   void count_untouched_as_dirty(chunk* c);
   bool purge_slice(chunk* c, unsigned i, stats_t* st);
-  void trim_chunk(chunk* c, std::uint64_t keep, stats_t* st);
+  unsigned purge_run(chunk* c, unsigned first, unsigned n, stats_t* st);
+  void mark_over_cap(chunk* c, std::uint64_t keep, std::uint32_t now);
+  void trim_marked(chunk* c, std::uint32_t now, stats_t* st);
+  void purge_due_by(std::uint32_t when);
+  std::uint64_t oldest_past_grace(chunk* c, std::uint64_t candidates, unsigned want, std::uint32_t now);
   std::uint32_t ms_until_purge_due();
   static void* purger_main(void* self);
 
@@ -110,6 +115,9 @@ class arena {
   std::atomic<std::uint32_t> scan_from_{0};  // where the next warm-slice scan starts
   // Purge pass: at most one thread at a time; the claim is a CAS on this time.
   std::atomic<std::uint32_t> next_purge_ms_{0};
+  // Slices marked over a chunk's cap since the last pass (release.ipp): a hint
+  // that brings the pass forward when it reaches kMaxMarkedSlices.
+  std::atomic<std::uint32_t> marked_{0};
   // The background purger: not started, starting, running, failed (see purger.ipp).
   std::atomic<int> purger_state_{0};
   purge_hook hook_;

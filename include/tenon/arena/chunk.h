@@ -20,6 +20,9 @@ struct chunk {
   std::atomic<std::uint64_t> dirty;  // bit i: slice i is free but has touched pages
   std::atomic<std::uint32_t> dirty_ms[kSlicesPerChunk];  // when each slice got dirty
   span spans[kSlicesPerChunk];       // descriptor of the span starting at slice i
+  // bit i: slice i was over the chunk's cap of free resident slices at a
+  // release (arena::release_span); the next purge pass drops its pages
+  std::atomic<std::uint64_t> trim;
 };
 static_assert(sizeof(chunk) <= kSliceSize, "chunk header must fit in slice 0");
 static_assert(offsetof(chunk, index) == 0, "lookup::span_of reads the slice index at the chunk's base");

@@ -66,6 +66,13 @@ constexpr unsigned kMaxDirtyPerChunk = 8;
 // from 23.7 to 32.6 MiB (see architecture.md, known limits).
 constexpr std::uint32_t kDirtyGraceMs = 4;
 
+// Slices over the cap are marked by the release that finds them and purged
+// by the purge pass, which runs as soon as this many are marked in all
+// chunks together (or when due): at most 256 KiB wait for their purge, and
+// one over-cap release in this many makes the system calls, for all of
+// them, adjacent slices in one call.
+constexpr unsigned kMaxMarkedSlices = kMaxDirtyPerChunk / 2;
+
 // The background purger (arena/purger.cpp) is started lazily by a release
 // that keeps at least this many slices resident in one run (1 MiB), or that
 // leaves a chunk over kMaxDirtyPerChunk, or by a huge block cached: a program
