@@ -32,7 +32,7 @@ namespace tenon {
 // classes, what the cache may add to a thread's footprint. A bound on all
 // classes together, enforced by halving the biggest class, emptied and
 // refilled the caches so often that they cost more than they saved.
-constexpr std::size_t kBlockCacheClassBytes = 128 * 1024;
+constexpr std::size_t kBlockCacheClassBytes = 256 * 1024;
 
 // The classes cached: those whose spans hold at most this many blocks. The
 // classes of 9 to 16 blocks a span (4-7 KiB) cost more through the cache
