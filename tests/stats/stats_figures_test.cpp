@@ -8,17 +8,13 @@
 #include <thread>
 #include <vector>
 
+#include "read_stats.h"
 #include "tenon/tenon.h"
 #include "test_support.h"
 
 namespace {
 
-tenon_stats read_stats() {
-  tenon_stats s{};
-  s.version = TENON_STATS_VERSION;
-  EXPECT_EQ(tenon_stats_get(&s), 0);
-  return s;
-}
+using tenon_test::read_stats;
 
 struct live_set {
   std::vector<void*> blocks;

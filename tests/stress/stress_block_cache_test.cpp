@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "read_stats.h"
 #include "stress_support.h"
 
 using namespace tenon_stress;
@@ -18,12 +19,7 @@ namespace {
 // Sizes of cached classes (8 KiB ... 32 KiB) and two below them.
 constexpr std::size_t kSizes[] = {8192, 9000, 12000, 16384, 30000, 32768, 4096, 2000};
 
-tenon_stats read_stats() {
-  tenon_stats s{};
-  s.version = TENON_STATS_VERSION;
-  EXPECT_EQ(tenon_stats_get(&s), 0);
-  return s;
-}
+using tenon_test::read_stats;
 
 // Many blocks of every size, freed in an order unlike the allocation order,
 // so that the cache overflows and gives blocks back to spans in the middle.

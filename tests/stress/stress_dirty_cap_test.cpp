@@ -10,17 +10,13 @@
 #include <thread>
 #include <vector>
 
+#include "read_stats.h"
 #include "stress_support.h"
 #include "tenon/common/config.h"
 
 namespace {
 
-tenon_stats read_stats() {
-  tenon_stats s{};
-  s.version = TENON_STATS_VERSION;
-  EXPECT_EQ(tenon_stats_get(&s), 0);
-  return s;
-}
+using tenon_test::read_stats;
 
 // Past the grace, in ticks of the coarse clock.
 void age_past_grace() { std::this_thread::sleep_for(std::chrono::milliseconds(3 * tenon::kDirtyGraceMs)); }
