@@ -35,68 +35,65 @@ std::vector<void*> blocks_of_an_exited_thread(std::size_t n, int count) {
   return v;
 }
 
-TEST(RemoteDoubleFreeDeathTest, TwiceInARowIntoAnExitedThreadsSpan) {
+// Runs the misuse in a child with an alarm, then allocates the class again:
+// the child must end with the report, at the misuse or at that allocation.
+template <class Misuse>
+void expect_reported(std::size_t n, Misuse misuse) {
   EXPECT_EXIT(
       {
         alarm(20);
-        auto v = blocks_of_an_exited_thread(64, 2);
-        std::thread([&] {
-          tenon_free(v[0]);
-          tenon_free(v[0]);
-        }).join();
-        allocate_the_class_again(64);
+        misuse();
+        allocate_the_class_again(n);
       },
       testing::KilledBySignal(SIGABRT), kDoubleFree);
 }
 
+TEST(RemoteDoubleFreeDeathTest, TwiceInARowIntoAnExitedThreadsSpan) {
+  expect_reported(64, [] {
+    auto v = blocks_of_an_exited_thread(64, 2);
+    std::thread([&] {
+      tenon_free(v[0]);
+      tenon_free(v[0]);
+    }).join();
+  });
+}
+
 TEST(RemoteDoubleFreeDeathTest, DelayedIntoAnExitedThreadsSpan) {
-  EXPECT_EXIT(
-      {
-        alarm(20);
-        auto v = blocks_of_an_exited_thread(64, 3);
-        std::thread([&] {
-          tenon_free(v[0]);
-          tenon_free(v[1]);
-          tenon_free(v[0]);
-        }).join();
-        allocate_the_class_again(64);
-      },
-      testing::KilledBySignal(SIGABRT), kDoubleFree);
+  expect_reported(64, [] {
+    auto v = blocks_of_an_exited_thread(64, 3);
+    std::thread([&] {
+      tenon_free(v[0]);
+      tenon_free(v[1]);
+      tenon_free(v[0]);
+    }).join();
+  });
 }
 
 // By two different threads, one after the other.
 TEST(RemoteDoubleFreeDeathTest, ByTwoThreadsIntoAnExitedThreadsSpan) {
-  EXPECT_EXIT(
-      {
-        alarm(20);
-        auto v = blocks_of_an_exited_thread(256, 4);
-        std::thread([&] {
-          tenon_free(v[0]);
-          tenon_free(v[1]);
-        }).join();
-        std::thread([&] {
-          tenon_free(v[2]);
-          tenon_free(v[0]);
-        }).join();
-        allocate_the_class_again(256);
-      },
-      testing::KilledBySignal(SIGABRT), kDoubleFree);
+  expect_reported(256, [] {
+    auto v = blocks_of_an_exited_thread(256, 4);
+    std::thread([&] {
+      tenon_free(v[0]);
+      tenon_free(v[1]);
+    }).join();
+    std::thread([&] {
+      tenon_free(v[2]);
+      tenon_free(v[0]);
+    }).join();
+  });
 }
 
 // The owner lives: the freeing thread batches the block for it, and the
 // second free finds it at the head of that batch.
 TEST(RemoteDoubleFreeDeathTest, TwiceInARowIntoALiveOwnersSpan) {
-  EXPECT_EXIT(
-      {
-        alarm(20);
-        void* p = tenon_malloc(64);
-        std::thread([p] {
-          tenon_free(p);
-          tenon_free(p);
-        }).join();
-        allocate_the_class_again(64);
-      },
-      testing::KilledBySignal(SIGABRT), kDoubleFree);
+  expect_reported(64, [] {
+    void* p = tenon_malloc(64);
+    std::thread([p] {
+      tenon_free(p);
+      tenon_free(p);
+    }).join();
+  });
 }
 
 // No false report: many blocks of exited threads' spans, each freed once by
