@@ -65,14 +65,51 @@ void thread_heaps<C>::on_thread_exit(void* arg) {
   h->home->release(h);
 }
 
-// A heap from the free-heap stack, or a new one; nullptr if none can be had.
+// A parked heap from the stack, now ours; nullptr if none is parked. An
+// entry whose heap was taken over by name meanwhile is dropped.
 template <class C>
-thread_heap<C>* thread_heaps<C>::claim_heap() {
+thread_heap<C>* thread_heaps<C>::claim_parked() {
+  unsigned retries = 0;
+  while (std::uint32_t id = parked_heaps_.pop(&retries)) {
+    heap_t* h = heap_at(id - 1);
+    // Off the stack now; parked or not, decided by this one exchange (a
+    // thread parking it again meanwhile saw the entry and did not push).
+    std::uint32_t w = h->park.exchange(0, std::memory_order_acq_rel);
+    if (w & kParked) {
+      if (retries) h->st.add(stat_retry_heap_stack, retries);
+      return h;
+    }
+  }
+  if (retries) chunks_->shared_stats().add_shared(stat_retry_heap_stack, retries);
+  return nullptr;
+}
+
+// Take over h, a heap of this part, if it is parked. Its stack entry (if
+// any) stays, for a popper to drop or, if h is parked again by then, claim.
+template <class C>
+bool thread_heaps<C>::take_over(heap_t* h) {
+  std::uint32_t w = h->park.load(std::memory_order_relaxed);
+  while (w & kParked) {
+    TENON_INJECT_POINT("heap.take_over");
+    if (h->park.compare_exchange_weak(w, w & ~kParked, std::memory_order_acquire, std::memory_order_relaxed))
+      return true;
+  }
+  return false;
+}
+
+// A parked heap, whole (its spans, current ones included, become the new
+// thread's: no span changes hands one by one), else a heap from the
+// free-heap stack, or a new one; nullptr if none can be had.
+template <class C>
+thread_heap<C>* thread_heaps<C>::claim_heap(bool parked) {
   unsigned retries = 0;
   heap_t* h;
-  if (std::uint32_t id = free_heaps_.pop(&retries)) {
+  if (parked && (h = claim_parked())) {
+    collect_parked(h);
+    h->st.add(stat_heaps_taken_over);
+  } else if (std::uint32_t id = free_heaps_.pop(&retries)) {
     h = heap_at(id - 1);
-    // Closed when its last thread exited; nothing can be on it.
+    // Closed when it was dissolved; nothing can be on it.
     h->inbox.store(0, std::memory_order_relaxed);
   } else {
     // The index's segment exists before the index is claimed, so every
@@ -97,11 +134,31 @@ thread_heap<C>* thread_heaps<C>::attach_unbound() {
   return claim_heap();
 }
 
+// `wanted`: the owner of the block that a thread with no heap yet frees
+// first (`freeing`). If that heap is parked, the thread takes it over: a
+// thread handed the blocks of one that exited (larson's rounds, a worker
+// pool's next task) then frees them into its own spans and allocates from
+// the free blocks its predecessor left there. Else a thread whose first
+// call is a free takes no other parked heap yet: it may never allocate (a
+// consumer), and the free blocks of a heap it took would wait unused
+// (xmalloc T16: peak RSS 50 MB against 44); it trades its empty heap for a
+// parked one at its first allocation (trade_for_parked).
 template <class C>
-thread_heap<C>* thread_heaps<C>::attach() {
+thread_heap<C>* thread_heaps<C>::attach(void* wanted, bool freeing) {
   TENON_INJECT_POINT("heap.attach");
-  heap_t* h = claim_heap();
-  if (!h) return nullptr;
+  heap_t* h;
+  if (wanted && take_over(static_cast<heap_t*>(wanted))) {
+    h = static_cast<heap_t*>(wanted);
+    collect_parked(h);
+    h->st.add(stat_heaps_taken_over);
+    h->st.add(stat_heaps_attached);
+    h->traded = true;
+  } else if ((h = claim_heap(!freeing))) {
+    h->traded = !freeing;  // see trade_for_parked
+  } else {
+    return nullptr;
+  }
+  h->attached_seq = park_seq_.load(std::memory_order_relaxed);
   // Installed before the key's value, whose setting may itself call calloc
   // (keys past the first 32 need a second-level array): that nested call
   // finds the heap.
@@ -111,15 +168,83 @@ thread_heap<C>* thread_heaps<C>::attach() {
   return h;
 }
 
+// The first allocation of a thread that attached h on a free: h holds no
+// span (nothing was allocated from it, and no span of another heap is ever
+// made its own but by an allocation), so the thread may as well continue
+// with a parked heap, if there is one; h, its outboxes delivered, goes on
+// the free-heap stack. The thread's key names the new heap before anything
+// else can happen on this thread (setting it may call calloc: that nested
+// call finds the new heap).
+template <class C>
+thread_heap<C>* thread_heaps<C>::trade_for_parked(heap_t* h) {
+  h->traded = true;
+  heap_t* p = claim_parked();
+  if (!p) return h;
+  collect_parked(p);
+  p->st.add(stat_heaps_taken_over);
+  p->st.add(stat_heaps_attached);
+  p->attached_seq = h->attached_seq;
+  t_thread<C>.current = p;
+  if (long key = key_.load(std::memory_order_acquire); key != -1) os::thread_key_set(key, p);
+  flush_remote(h);
+  h->inbox.store(kInboxClosed, std::memory_order_relaxed);  // nothing can be on it: it owns no span
+  h->st.add(stat_heaps_released);
+  unsigned retries = free_heaps_.push(h->index + 1);
+  if (retries) chunks_->shared_stats().add_shared(stat_retry_heap_stack, retries);
+  return p;
+}
+
+// Thread exit: park the heap whole for the next thread that attaches. What
+// it holds for others goes out first (outboxes, cached blocks), blocks freed
+// into it so far go back to their spans, and the kept empty spans go back to
+// the chunk layer; its spans stay its own. Handing spans out one by one
+// instead (each abandoned here, then adopted by whichever thread first
+// asked for its class) gave one new thread all the free blocks its
+// predecessors left and the others none: larson formed spans of every
+// class for every thread of every round (docs/architecture.md, layer 5).
 template <class C>
 void thread_heaps<C>::release(heap_t* h) {
   TENON_INJECT_POINT("heap.release");
-  // Close the inbox first: whatever arrives later goes to the spans directly.
+  flush_remote(h);
+  // Close the inbox: whatever arrives while the heap has no thread goes to
+  // the spans' remote lists, where the heap's next thread (or an adopter of
+  // the spans) collects it, instead of waiting in the inbox of a heap that
+  // nobody may take over for a long time.
   TENON_INJECT_POINT("inbox.close");
   auto chain = h->inbox.exchange(kInboxClosed, std::memory_order_acquire);
   sort_inbox_chain(h, reinterpret_cast<block*>(chain));
-  flush_remote(h);
-  flush_caches(h);  // before the spans are given up: their blocks go back first
+  flush_caches(h);  // the sort may have put blocks in them: back to their spans first
+  // Empty spans go back (a current one too: a thread that freed all it
+  // allocated leaves nothing worth handing over, and its successor may
+  // use other classes: threadtest T16 kept 0.3 MB more).
+  for (unsigned cls = 0; cls < kNumClasses; ++cls) {
+    class_lists& l = h->lists[cls];
+    if (span* s = l.empty) {
+      l.empty = nullptr;
+      release_empty(h, s);
+    }
+    if (span* s = h->current[cls]; s != &g_empty_span && s->used() == kCurrentBias) {
+      s->remove_used(kCurrentBias);
+      h->current[cls] = &g_empty_span;
+      release_empty(h, s);
+    }
+  }
+  h->st.add(stat_heaps_released);
+  // Release: whoever takes the heap over (by the stack, or by name) sees
+  // everything above. An entry it still has on the stack stands for it.
+  h->parked_ms.store(C::platform::now_ms(), std::memory_order_relaxed);
+  h->parked_seq.store(park_seq_.fetch_add(1, std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  if (h->park.exchange(kParked | kOnParkedStack, std::memory_order_release) & kOnParkedStack) return;
+  TENON_INJECT_POINT("heap.park");  // parked, not on the stack yet: only a taker by name can find it
+  unsigned retries = parked_heaps_.push(h->index + 1);
+  if (retries) chunks_->shared_stats().add_shared(stat_retry_heap_stack, retries);
+}
+
+// Give up a parked heap that we popped (it is ours alone now; its inbox,
+// closed when it was parked, stays closed): abandon every span for
+// adoption; the empty heap goes on the free-heap stack.
+template <class C>
+void thread_heaps<C>::dissolve(heap_t* h) {
   for (unsigned cls = 0; cls < kNumClasses; ++cls) {
     if (span* s = h->current[cls]; s != &g_empty_span) {
       s->remove_used(kCurrentBias);
@@ -138,9 +263,31 @@ void thread_heaps<C>::release(heap_t* h) {
     l.nfull = 0;
     l.notify.store(0, std::memory_order_relaxed);
   }
-  h->st.add(stat_heaps_released);
+  h->st.add(stat_heaps_dissolved);
   unsigned retries = free_heaps_.push(h->index + 1);
   if (retries) chunks_->shared_stats().add_shared(stat_retry_heap_stack, retries);
+}
+
+// Dissolve one parked heap, for a heap about to take fresh memory (see
+// absorb_before_growing). True if one was.
+template <class C>
+bool thread_heaps<C>::dissolve_parked(heap_t* grower) {
+  // The heap parked last (a stale id reads a heap that is type-stable). If
+  // its thread exited after the grower's started, it was no predecessor of
+  // a thread yet to come: give it up (a round's producers that finish
+  // early, xmalloc). Else wait kParkedGraceMs for a new thread to take it
+  // over (the heaps of larson's last round, whose successors are starting);
+  // if it is still young, so may the others be.
+  std::uint32_t top = parked_heaps_.top();
+  if (!top) return false;
+  heap_t* t = heap_at(top - 1);
+  bool contemporary = static_cast<std::int32_t>(t->parked_seq.load(std::memory_order_relaxed) - grower->attached_seq) > 0;
+  if (!contemporary && C::platform::now_ms() - t->parked_ms.load(std::memory_order_relaxed) < kParkedGraceMs)
+    return false;
+  heap_t* h = claim_parked();
+  if (!h) return false;
+  dissolve(h);
+  return true;
 }
 
 template <class C>

@@ -1,5 +1,6 @@
-// thread_heaps<C>: what a thread gives up when it exits, and the calls a
-// thread makes after its heap is gone.
+// thread_heaps<C>: what a parked heap gives up when it is dissolved (its
+// thread exited and no new thread took it over: attach.ipp), and the calls
+// a thread makes after its heap is gone.
 #include <errno.h>
 
 #include "tenon/common/checks.h"
@@ -28,8 +29,9 @@ void thread_heaps<C>::publish_unowned(span* s, stats_t* st) {
   partial_push(s, st);
 }
 
-// Give up a span at thread exit: publish it for adoption, or let it float
-// until a free into it publishes it. Never waits for anyone.
+// Give up a span of a parked heap being dissolved: publish it for
+// adoption, or let it float until a free into it publishes it. Never waits
+// for anyone.
 template <class C>
 void thread_heaps<C>::abandon(heap_t* h, span* s) {
   TENON_INJECT_POINT("span.abandon");
@@ -50,9 +52,9 @@ void thread_heaps<C>::abandon(heap_t* h, span* s) {
 
 // An allocation on a thread whose heap was released at its exit: borrow an
 // unowned span of the class (or form one), take one block, and publish the
-// span again at once, exactly as an exiting thread does. No heap is attached,
+// span again at once, exactly as a dissolved heap does. No heap is attached,
 // so nothing is left behind. The cost, a pop and a push on the partial stack
-// (about what a thread exit costs per span), is paid only by calls made
+// (about what giving up a heap costs per span), is paid only by calls made
 // after the thread-exit hook; the malloc fast path is unchanged.
 template <class C>
 void* thread_heaps<C>::alloc_heapless(unsigned cls) {

@@ -153,11 +153,13 @@ void thread_heaps<C>::free_remote_slow(heap_t* h, span* s, block* b) {
   // A thread that only frees (the consumer of a producer/consumer pair) gets
   // a heap too, so that its remote frees are batched like everyone else's;
   // not once its heap was released at exit, nor when no heap is to be had.
-  if (h == &g_empty_heap<C> && (t_thread<C>.released || !(h = attach()))) {
+  // Its first free: the heap that owns the block, if that one is parked,
+  // becomes this thread's (attach).
+  void* dest = s->owner.load(std::memory_order_acquire);  // as in free_remote
+  if (h == &g_empty_heap<C> && (t_thread<C>.released || !(h = attach(dest, true)))) {
     free_heapless(s, b);
     return;
   }
-  void* dest = s->owner.load(std::memory_order_acquire);  // as in free_remote
   if (dest == h) {  // the heap attached just now already owns it
     free_to_own_span(*this, h, s, b);
     return;

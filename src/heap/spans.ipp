@@ -138,13 +138,17 @@ bool thread_heaps<C>::collect(span* s) {
   return s->free != nullptr;
 }
 
+// Blocks freed into the span remotely first (one load when there are
+// none), then fresh ones: carving past them touched new pages while freed
+// ones waited, e.g. those freed into a heap while it was parked.
 template <class C>
 bool thread_heaps<C>::refill(span* s) {
+  if (collect(s)) return true;
   if (s->carved < s->capacity) {
     carve(s);
     return true;
   }
-  return collect(s);
+  return false;
 }
 
 template <class C>
@@ -243,6 +247,30 @@ void thread_heaps<C>::scan_full(heap_t* h, unsigned cls) {
       }
     }
     s = next;
+  }
+}
+
+// A heap just taken over: reopen its inbox (closed when it was parked) and
+// take what was freed into its spans meanwhile, which waits on their remote
+// lists; spans emptied so go back to the chunk layer, full ones serve
+// again. Left to each span's turn (its refill), they stayed held for as
+// long as the heap's new thread allocated from its other spans.
+template <class C>
+void thread_heaps<C>::collect_parked(heap_t* h) {
+  h->inbox.store(0, std::memory_order_relaxed);
+  for (unsigned cls = 0; cls < kNumClasses; ++cls) {
+    if (span* s = h->current[cls]; s != &g_empty_span) collect(s);
+    class_lists& l = h->lists[cls];
+    for (span* s = l.avail; s;) {
+      span* next = s->next;
+      collect(s);
+      if (s->used() == 0) {
+        heap_detail::list_unlink(&l.avail, s);
+        retire_empty(h, l, s);
+      }
+      s = next;
+    }
+    if (l.full) scan_full(h, cls);
   }
 }
 

@@ -129,15 +129,23 @@ void victim() {
   // Let a thread allocate and exit, so there are spans and a heap to adopt.
   g_stage.store(1, std::memory_order_release);
   while (g_stage.load(std::memory_order_acquire) != 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // Its heap is parked whole at its exit; once it has waited past
+  // kParkedGraceMs (50 ms) with no thread taking it over, our next span
+  // formation gives it up: span.abandon, span.float, then span.adopt.
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
 
   std::vector<void*> mine;
   for (int i = 0; i < 6000; ++i) mine.push_back(tenon_malloc(i % 2 ? 64 : 1000));  // absorb, retire, take
-  // Blocks of a thread that has exited: the frees go to unowned spans (remote.push).
+  // Blocks of a thread that has exited: a new thread whose first call frees
+  // one takes that thread's parked heap over (heap.take_over).
   std::vector<void*> leftover;
   std::thread([&] {
     for (int i = 0; i < 300; ++i) leftover.push_back(tenon_malloc(4000));
   }).join();
-  for (void* p : leftover) tenon_free(p);
+  std::thread([&] {
+    t_victim = true;
+    for (void* p : leftover) tenon_free(p);
+  }).join();
   // A second victim thread attaches a recycled heap (stack.pop).
   std::thread([] {
     t_victim = true;
@@ -164,19 +172,22 @@ void victim() {
   tenon_free(huge);
   tenon_free(tenon_malloc(8u << 20));  // reuses the 40 MiB block: huge.cache.split
   tenon_malloc_trim(0);  // chunk.purge
-  // Leave full spans behind at exit: span.abandon, span.float, stack.push.
+  // Leave full spans behind at exit (the heap is parked with them: stack.push).
   for (int i = 0; i < 3000; ++i) mine.push_back(tenon_malloc(128));
   for (std::size_t i = 0; i + 1 < mine.size(); i += 600) tenon_free(mine[i]);
   pthread_setspecific(g_late_key, tenon_malloc(200));
   (void)first;
 }  // thread exit: heap.release and the rest run in the key destructor, then after_exit_hook
 
-// Allocates and exits. Its 64 and 1000 byte spans are adopted by the victim;
-// its 2048 byte spans (a class the victim never allocates) stay unowned, so
-// the victim's frees into them are remote.
+// Allocates and exits. Its heap is parked, then given up by the victim:
+// its 64 and 1000 byte spans are adopted by the victim; its 2048 byte spans
+// (a class the victim never allocates) stay unowned, so the victim's frees
+// into them are remote; its one full span of 128-byte blocks floats.
 void prephase() {
   std::vector<void*> all;
   const std::size_t sizes[3] = {64, 1000, 2048};
+  static void* full_span[512];  // 512 x 128 B: exactly one span, kept whole
+  for (void*& p : full_span) p = tenon_malloc(128);
   for (int i = 0; i < 6000; ++i) all.push_back(tenon_malloc(sizes[i % 3]));
   for (std::size_t i = 0; i < all.size(); ++i) {
     if (i % 2 == 0) g_prekept.publish(all[i]);

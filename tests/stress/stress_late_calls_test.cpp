@@ -21,29 +21,6 @@ using namespace tenon_stress;
 
 namespace {
 
-// One number from tenon_stats_print (which writes to stderr), read back
-// through a temporary file put in place of fd 2; -1 if it is not there.
-long stat_value(const char* name) {
-  std::FILE* tmp = std::tmpfile();
-  if (!tmp) return -1;
-  std::fflush(stderr);
-  int saved = dup(2);
-  dup2(fileno(tmp), 2);
-  tenon_stats_print();
-  dup2(saved, 2);
-  close(saved);
-  std::rewind(tmp);
-  char line[256];
-  long value = -1;
-  while (std::fgets(line, sizeof line, tmp)) {
-    long v;
-    char text[200];
-    if (std::sscanf(line, " %ld %199[^\n]", &v, text) == 2 && std::strcmp(text, name) == 0) value = v;
-  }
-  std::fclose(tmp);
-  return value;
-}
-
 long heaps_in_use() { return stat_value("thread heaps attached") - stat_value("thread heaps released"); }
 
 Failures g_failures;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <barrier>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -191,6 +192,50 @@ TEST(RemoteGrowth, ProducerConsumerPeakRssIsFlat) {
     EXPECT_LT(peak_end, 3 * live) << "peak RSS " << (peak_end >> 20) << " MiB for at most " << (live >> 20)
                                   << " MiB of live blocks";
   }
+}
+
+// larson's rounds: each thread of a round takes the blocks the thread before
+// it left (frees them, allocates in their place) and exits. The exited
+// threads' spans hold the free blocks the next round needs; each new thread
+// must reuse them (its predecessor's heap, parked whole, is the one it takes
+// over), not form spans of its own while one thread absorbs all the old ones
+// (the spans went out one by one: larson T16 carved its whole live set again
+// every round, 18 MiB peak RSS for 4 MiB of live blocks).
+TEST(RemoteGrowth, ThreadsOfTheNextRoundReuseTheSpansOfTheLast) {
+  constexpr int kThreads = 8;
+  constexpr std::size_t kBlocks = 1000;  // 16 to 512 bytes: 16 classes
+  const std::size_t rounds = tenon_test::scaled(6) < 2 ? 2 : tenon_test::scaled(6);
+  std::vector<std::vector<void*>> arrays(kThreads, std::vector<void*>(kBlocks, nullptr));
+  Failures failures;
+  long formed_after_first = 0;
+  for (std::size_t r = 0; r < rounds; ++r) {
+    // No thread of a round exits before every one has attached its heap, so
+    // that each finds the last round's heaps parked and none of its own.
+    std::barrier all_started(kThreads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+      threads.emplace_back([&, t] {
+        std::mt19937_64 rng(r * 1000 + t);
+        for (auto& b : arrays[t]) {
+          if (b) tenon_free(b);  // the first call of the thread: a block of its predecessor
+          b = tenon_malloc(16 + rng() % 497);
+          if (!b) return failures.add("tenon_malloc returned NULL");
+          static_cast<char*>(b)[0] = 1;
+        }
+        all_started.arrive_and_wait();
+      });
+    for (auto& t : threads) t.join();
+    if (r == 0) formed_after_first = stat_value("small spans formed");
+  }
+  ASSERT_EQ(failures.count(), 0) << failures.first();
+  long formed = stat_value("small spans formed") - formed_after_first;
+  std::printf("%zu rounds of %d threads x %zu blocks: %ld spans formed after the first round\n", rounds,
+              kThreads, kBlocks, formed);
+  for (auto& a : arrays)
+    for (void* b : a) tenon_free(b);
+  // Spans given out one by one, the first thread of a round to need a class
+  // took all the old spans of it and the 7 others formed one each: 7 x 16 a round.
+  EXPECT_LE(formed, static_cast<long>(rounds) * 8) << "new threads formed spans while their predecessors' waited";
 }
 
 }  // namespace

@@ -134,6 +134,13 @@ constexpr unsigned kKeepEmptyMaxBlocks = 16;
 // and of every class once per this many times.
 constexpr unsigned kSweepEvery = 64;
 
+// A heap parked at its thread's exit waits this long for a new thread to
+// take it over before a heap about to form a span may give it up (and
+// absorb its spans). Giving up any parked heap at once broke the hand-over:
+// a round's first threads formed spans before the last ones had started,
+// and dissolved the heaps those were to take over (larson T2: 9 of 16).
+constexpr std::uint32_t kParkedGraceMs = 50;
+
 // Remote frees bound for one owner heap are gathered by the freeing thread
 // (in an outbox) up to this many blocks before they go to its inbox in one CAS.
 constexpr unsigned kRemoteBatchMax = 64;

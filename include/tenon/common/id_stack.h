@@ -76,6 +76,10 @@ class id_stack {
   }
 
   bool empty() const { return static_cast<std::uint32_t>(head_.load(std::memory_order_relaxed)) == 0; }
+  // The id on top at this moment (0: none): a hint, popped by anyone
+  // meanwhile. Acquire, as a pop's: what the pusher wrote before the push
+  // (the element's construction included) can be read through it.
+  std::uint32_t top() const { return static_cast<std::uint32_t>(head_.load(std::memory_order_acquire)); }
 
  private:
   std::atomic<std::uint64_t> head_{0};

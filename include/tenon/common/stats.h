@@ -26,10 +26,12 @@ namespace tenon {
 #define TENON_STAT_LIST(X)                                                   \
   X(heaps_attached, "thread heaps attached")                                 \
   X(heaps_released, "thread heaps released")                                 \
+  X(heaps_taken_over, "parked heaps taken over by a new thread")             \
+  X(heaps_dissolved, "parked heaps given up before growing")                 \
   X(spans_formed, "small spans formed")                                      \
   X(spans_released, "spans returned to the chunk layer")                     \
   X(spans_adopted, "spans adopted from the partial lists")                   \
-  X(spans_abandoned, "spans abandoned at thread exit")                       \
+  X(spans_abandoned, "spans abandoned by parked heaps given up")             \
   X(full_scans, "full-list scans after remote-free notifications")           \
   X(remote_batches, "remote-free batches handed to owner heaps")             \
   X(large_allocs, "large allocations")                                       \

@@ -64,7 +64,12 @@ struct thread_heap {
   class_lists lists[kNumClasses];
   chunk* chunk_hint = nullptr;
   std::uint32_t forms_since_sweep = 0;  // see absorb_before_growing
-  std::atomic<std::uint32_t> stack_next{0};  // link on the free-heap stack
+  std::atomic<std::uint32_t> stack_next{0};  // link on the free-heap or parked-heap stack
+  std::atomic<std::uint32_t> park{0};        // kParked, kOnParkedStack (thread_heaps.h)
+  std::atomic<std::uint32_t> parked_ms{0};   // when it was parked last (platform now_ms)
+  std::atomic<std::uint32_t> parked_seq{0};  // its place in the order of parkings (thread_heaps::park_seq_)
+  std::uint32_t attached_seq = 0;            // park_seq_ when its thread attached it (owner-only)
+  bool traded = true;  // owner-only: false while a thread that attached it on a free has not allocated yet
   std::uint32_t index = 0;                   // position in the heap storage
   thread_heaps<C>* home = nullptr;           // the engine part it belongs to
   typename C::stats st{};

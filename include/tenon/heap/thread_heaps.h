@@ -77,7 +77,7 @@ class thread_heaps {
 
  private:
   // Partial spans: spans without an owner that have free blocks, per class:
-  // published by exiting threads and by the first remote free into a
+  // published by dissolved parked heaps and by the first remote free into a
   // floating span; popped ("adopted") by any heap that needs a span of that
   // class.
   struct span_link {
@@ -93,10 +93,17 @@ class thread_heaps {
   heap_t* heap_at(std::uint32_t index);
   heap_t* heap_segment(std::uint32_t index);
   long thread_key();
-  heap_t* attach();
-  heap_t* claim_heap();
+  heap_t* attach(void* wanted = nullptr, bool freeing = false);
+  heap_t* claim_heap(bool parked = true);
+  heap_t* claim_parked();
+  bool take_over(heap_t* h);
   static void on_thread_exit(void* arg);
   void release(heap_t* h);
+  void dissolve(heap_t* h);
+  bool dissolve_parked(heap_t* grower);
+  void collect_parked(heap_t* h);
+  heap_t* trade_for_parked(heap_t* h);
+  void attached(heap_t* h);
 
   // spans.ipp: the owner's span lists and transitions.
   void carve(span* s);
@@ -160,6 +167,20 @@ class thread_heaps {
   // after the construction, read with acquire.
   std::atomic<std::uint64_t> constructed_[kMaxHeaps / 64]{};
   id_stack<heap_link, typename C::sync> free_heaps_{heap_link{this}};
+  // Heaps whose thread exited, parked whole with their spans (attach.ipp):
+  // taken over by a thread that attaches (the heap that owns the block a new
+  // thread frees first, else the one parked last), or given up (dissolved)
+  // by a heap about to take fresh memory. A heap taken over by name leaves
+  // its entry on the stack (a Treiber stack cannot unlink from the middle):
+  // the heap's `park` word tells a popper whether the entry still stands
+  // for a parked heap (kParked) and a parking thread whether the heap still
+  // has an entry (kOnParkedStack), so that it is never pushed twice.
+  id_stack<heap_link, typename C::sync> parked_heaps_{heap_link{this}};
+  static constexpr std::uint32_t kParked = 1;
+  static constexpr std::uint32_t kOnParkedStack = 2;
+  // Parkings so far: a heap parked after a grower attached (its thread was
+  // the grower's contemporary, not its predecessor) may be given up at once.
+  std::atomic<std::uint32_t> park_seq_{0};
   // The pthread key whose destructor releases a thread's heap (-1: none yet).
   std::atomic<long> key_{-1};
   // Span bytes counted against a limit (first-class heaps only).
