@@ -10,6 +10,7 @@
 #include <tenon/tenon.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <thread>
 #include <vector>
@@ -63,7 +64,8 @@ TEST(BlockStartDeathTest, TailPastTheLastBlock) {
         tenon_heap_t* h = tenon_heap_new(nullptr);
         char* first = static_cast<char*>(tenon_heap_malloc(h, 48));
         std::uint32_t capacity = tenon::kSliceSize / 48;
-        for (std::uint32_t i = 1; i < capacity; ++i) (void)tenon_heap_malloc(h, 48);
+        for (std::uint32_t i = 1; i < capacity; ++i)
+          if (!tenon_heap_malloc(h, 48)) std::abort();
         tenon_heap_free(h, first + std::size_t{capacity} * 48);
       },
       testing::KilledBySignal(SIGABRT), kNeverAllocated);
