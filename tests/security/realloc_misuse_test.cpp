@@ -56,6 +56,21 @@ TEST(ReallocMisuseDeathTest, FreedEarlierInPlace) {
       testing::KilledBySignal(SIGABRT), kFreed);
 }
 
+// Freed by its owner, then reallocated in place by another thread: that
+// thread cannot walk the owner's lists, so the block is moved, and the free
+// of it reaches the owner, whose sort finds it on its list.
+TEST(ReallocMisuseDeathTest, FreedByItsOwnerReallocatedByAnother) {
+  EXPECT_EXIT(
+      {
+        void* p = tenon_malloc(64);
+        tenon_free(p);
+        std::thread([p] { std::fprintf(stderr, "moved to %p\n", tenon_realloc(p, 48)); }).join();
+        void* q = tenon_malloc(3000);  // the owner's slow path sorts its inbox
+        (void)q;
+      },
+      testing::KilledBySignal(SIGABRT), "tenon: free\\(0x[0-9a-f]+\\): double free");
+}
+
 // No false report: live blocks whose second word holds the free key (the
 // walk does not find them), reallocated in place and moved, by their owner
 // and by another thread, keep their contents.
