@@ -136,12 +136,18 @@ void thread_heaps<C>::free_remote(heap_t* h, span* s, block* b) {
     return;
   }
   TENON_CHECK(dest != h && dest != nullptr);
-  // The block this thread freed last for that owner: freed twice in a row.
-  // A repeat further back in the batch closes a cycle, which the owner's
-  // free key reports when it sorts the batch (heap.h); where the repeated
-  // block began the batch, the delivery's link from it cuts the cycle and
-  // the blocks freed between the two frees are lost to the batch (leaked,
-  // never handed out twice).
+  join_batch(h, ob, s, b);
+}
+
+// b joins the batch ob has started for b's owner; handed over when full.
+// The block this thread freed last for that owner, freed again, is a double
+// free in a row. A repeat further back in the batch closes a cycle, which
+// the owner's free key reports when it sorts the batch (heap.h); where the
+// repeated block began the batch, the delivery's link from it cuts the
+// cycle and the blocks freed between the two frees are lost to the batch
+// (leaked, never handed out twice).
+template <class C>
+__attribute__((always_inline)) inline void thread_heaps<C>::join_batch(heap_t* h, outbox& ob, span* s, block* b) {
   if (__builtin_expect(b == ob.head, 0)) report_misuse("free", b, "double free", s->block_size);
   C::links::set_next(b, ob.head, s);
   ob.head = b;
@@ -190,10 +196,7 @@ void thread_heaps<C>::free_remote_slow(heap_t* h, span* s, block* b) {
     h->out_pending |= 1u << (&ob - h->out);
     return;
   }
-  if (b == ob.head) report_misuse("free", b, "double free", s->block_size);  // as in free_remote
-  C::links::set_next(b, ob.head, s);
-  ob.head = b;
-  if (++ob.count >= kRemoteBatchMax) flush_outbox(h, ob);
+  join_batch(h, ob, s, b);
 }
 
 }  // namespace tenon

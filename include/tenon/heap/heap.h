@@ -162,10 +162,6 @@ __attribute__((always_inline)) inline void push_local_free(thread_heaps<C>& home
 // class, the only lists whose blocks carry the key. Both are the owner's and
 // bounded (the span's capacity, the cache's count), so the walk ends and
 // waits for nobody. Not found: a live block whose data equals the key.
-//
-// The owner's free that found the key (free_keyed) is the whole free, not
-// only the check: a call that returned to the fast path cost that path a
-// stack frame (10 instructions).
 template <class C>
 bool freed_already(thread_heap<C>* h, span* s, const block* b) {
   std::uint32_t n = 0;
@@ -180,6 +176,9 @@ bool freed_already(thread_heap<C>* h, span* s, const block* b) {
   return false;
 }
 
+// The owner's free that found the key in b: the whole free, not only the
+// check: a call that returned to the fast path cost that path a stack frame
+// (10 instructions).
 template <class C>
 [[gnu::cold, gnu::noinline]] void free_keyed(thread_heaps<C>& home, thread_heap<C>* h, span* s, block* b) {
   if (freed_already(h, s, b)) report_misuse("free", b, "double free", s->block_size);

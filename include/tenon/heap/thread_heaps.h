@@ -141,6 +141,7 @@ class thread_heaps {
   void drain_inbox(heap_t* h);
   void deliver(heap_t* dest, block* head, block* tail, stats_t* st);
   void flush_outbox(heap_t* h, outbox& ob);
+  __attribute__((always_inline)) void join_batch(heap_t* h, outbox& ob, span* s, block* b);
   [[gnu::noinline]] void free_remote_slow(heap_t* h, span* s, block* b);
 
   // exit.ipp: giving spans up, and calls after a thread's heap is gone.
