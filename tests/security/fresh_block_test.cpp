@@ -48,4 +48,32 @@ TEST(FreshBlocks, FirstWordHoldsNoPointerIntoTenon) {
   }
 }
 
+// The promise is the block's first two words (the link and the free key),
+// also where the block is carved from memory that blocks of another class
+// left behind: 200,000 16-byte blocks freed, their spans given back, then
+// blocks of other sizes (small, large) formed over those slices. Words
+// further in may hold what the earlier blocks left, links among it, as
+// reused memory under any allocator does (docs/security.md).
+TEST(FreshBlocks, MemoryOfReleasedSpansLeavesNoLinkInTheFirstTwoWords) {
+  std::vector<void*> small(200000);
+  for (auto& b : small) b = tenon_malloc(16);
+  for (void* b : small) tenon_free(b);
+  const std::size_t sizes[] = {48, 96, 1024, 2048, 4096, 40000, 100000};
+  for (std::size_t n : sizes) {
+    std::size_t leaking = 0;
+    std::vector<void*> blocks(n > 4096 ? 200 : 2000);
+    for (auto& b : blocks) {
+      b = tenon_malloc(n);
+      ASSERT_NE(b, nullptr);
+      std::uintptr_t words[2];
+      std::memcpy(words, b, sizeof words);
+      for (std::uintptr_t w : words)
+        if (w != 0 && tenon_owns(reinterpret_cast<void*>(w))) ++leaking;
+    }
+    EXPECT_EQ(leaking, 0u) << leaking << " first or second words of " << blocks.size() << " fresh " << n
+                           << "-byte blocks point into tenon's memory";
+    for (void* b : blocks) tenon_free(b);
+  }
+}
+
 }  // namespace
