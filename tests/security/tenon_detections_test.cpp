@@ -74,6 +74,14 @@ TENON_STOPS(FreeUnaligned4M, "free_unaligned_4m")
 TENON_STOPS(FreeNeverAllocatedNear, "free_never_allocated_near")
 TENON_STOPS(FreeNeverAllocatedFar, "free_never_allocated_far")
 
+// Pointers no allocator handed out, outside tenon's memory: into a stack
+// buffer, a static buffer, an anonymous mapping, each with zeros in the 16
+// bytes before it (no glibc header there). glibc's free aborts on each
+// ("free(): invalid pointer"); tenon ignored them as foreign.
+TENON_STOPS(FreeStack, "free_stack")
+TENON_STOPS(FreeStatic, "free_static")
+TENON_STOPS(FreeForeignMapping, "free_foreign_mapping")
+
 // A fresh small block holds no heap address in its first word (the free-list
 // link is cleared when the block is handed out): missed at 8 B and 4 KiB
 // before (docs/security.md's table).
