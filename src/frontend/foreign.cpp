@@ -14,8 +14,13 @@ void free(void* p) {
   // after realloc moved it, or a made-up pointer), and reading it would fault.
   if (reinterpret_cast<std::uintptr_t>(p) % 16 == 0 && !os::is_mapped(static_cast<char*>(p) - 16))
     report_misuse("free", p, "invalid pointer (nothing mapped there: not a block, or one already freed)", 0);
+  // No glibc header either (glibc's own free checks the same and aborts:
+  // "free(): invalid pointer", "invalid size"): a stack or static buffer,
+  // another mapping, a made-up pointer.
   os::glibc_chunk c;
-  if (os::read_glibc_chunk(p, &c) && c.mapping) os::release(c.mapping, c.mapping_size);
+  if (!os::read_glibc_chunk(p, &c))
+    report_misuse("free", p, "invalid pointer (not a block: neither tenon's nor one with a glibc header)", 0);
+  if (c.mapping) os::release(c.mapping, c.mapping_size);
 }
 
 resize plan_resize(const void* p, std::size_t n, std::size_t* usable) {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <csignal>
 #include <cstring>
 #include <sys/mman.h>
 #include <thread>
@@ -126,36 +127,51 @@ TEST(Foreign, BlockFromAThreadArena) {
   tenon_free(q);
 }
 
-// A pointer with no glibc header in front: free ignores it, usable size is 0,
-// realloc fails with EINVAL and leaves it alone.
-TEST(Foreign, NotAGlibcBlock) {
+// A pointer with no glibc header in front: usable size is 0, realloc fails
+// with EINVAL and leaves it alone, free ends the program (as glibc's does).
+struct NotAGlibcHeader {
+  std::size_t prev, size;
+  const char* what;
+};
+const NotAGlibcHeader kNotGlibcHeaders[] = {
+    {0, 0, "nothing"},
+    {0, 8, "smaller than any chunk"},
+    {0, 40, "not a multiple of 16"},
+    {0, 4096 + 2, "\"mapped\", but the mapping would start 16 bytes before a page"},
+    {4096 - 16, 4128 + 2, "\"mapped\", mapping start on a page, length not a multiple of pages"},
+};
+
+// p + 4096 of a static area, the 64 bytes from there 0x5a, the header given
+// in the 16 bytes before.
+unsigned char* fake_block(const NotAGlibcHeader& h) {
   alignas(4096) static unsigned char area[3 * 4096];
   std::memset(area, 0, sizeof area);
   unsigned char* p = area + 4096;
   std::memset(p, 0x5a, 64);
-  struct Header {
-    std::size_t prev, size;
-  };
-  const Header headers[] = {
-      {0, 0},                // nothing
-      {0, 8},                // smaller than any chunk
-      {0, 40},               // not a multiple of 16
-      {0, 4096 + 2},         // "mapped", but the mapping would start 16 bytes before a page
-      {4096 - 16, 4128 + 2},  // "mapped", mapping start on a page, length not a multiple of pages
-  };
-  for (const Header& h : headers) {
-    std::memcpy(p - 16, &h, sizeof h);
-    tenon_free(p);
-    EXPECT_EQ(tenon_malloc_usable_size(p), 0u) << "header {" << h.prev << ", " << h.size << "}";
+  std::memcpy(p - 16, &h, 2 * sizeof(std::size_t));
+  return p;
+}
+
+TEST(Foreign, NotAGlibcBlock) {
+  for (const NotAGlibcHeader& h : kNotGlibcHeaders) {
+    unsigned char* p = fake_block(h);
+    EXPECT_EQ(tenon_malloc_usable_size(p), 0u) << h.what;
     errno = 0;
-    EXPECT_EQ(tenon_realloc(p, 100), nullptr) << "header {" << h.prev << ", " << h.size << "}";
+    EXPECT_EQ(tenon_realloc(p, 100), nullptr) << h.what;
     EXPECT_EQ(errno, EINVAL);
     EXPECT_EQ(p[0], 0x5a);
+    EXPECT_EQ(tenon_malloc_usable_size(p + 8), 0u) << "misaligned";
   }
-  EXPECT_EQ(tenon_malloc_usable_size(p + 8), 0u) << "misaligned";
-  tenon_free(p + 8);
-  EXPECT_TRUE(any_page_mapped(area, sizeof area));
-  EXPECT_EQ(p[63], 0x5a);
+}
+
+TEST(ForeignDeathTest, FreeOfNotAGlibcBlockEndsTheProgram) {
+  for (const NotAGlibcHeader& h : kNotGlibcHeaders) {
+    unsigned char* p = fake_block(h);
+    EXPECT_EXIT(tenon_free(p), testing::KilledBySignal(SIGABRT), "tenon: free\\(0x[0-9a-f]+\\): invalid pointer")
+        << h.what;
+    EXPECT_EXIT(tenon_free(p + 8), testing::KilledBySignal(SIGABRT), "tenon: free\\(0x[0-9a-f]+\\): invalid pointer")
+        << "misaligned, " << h.what;
+  }
 }
 
 // Threads free and reallocate each other's glibc blocks (and their own)

@@ -11,9 +11,9 @@ namespace tenon::foreign {
 
 // A block glibc mapped on its own goes back to the kernel (munmap, as glibc's
 // free does); a block inside glibc's heap is kept: giving it back needs
-// glibc's arena lock. A 16-aligned pointer with nothing mapped where its
-// header would be ends the program (report_misuse). Anything else is
-// ignored. errno is unchanged.
+// glibc's arena lock. A pointer with no glibc header before it (nothing
+// mapped there, or bytes that are no chunk header) ends the program
+// (report_misuse), as glibc's free does. errno is unchanged.
 void free(void* p);
 
 // What realloc(p, n) of a foreign p does (n is at least 1):
