@@ -40,9 +40,14 @@ void thread_heaps<C>::push_remote(span* s, block* head, block* tail, std::uint32
 // Sort a chain taken from our inbox into our spans. A block whose span we no
 // longer own (we gave it up, or it was freed to us after our thread's exit
 // and a new thread now uses this heap) goes to that span's own remote list.
+// The block kOutboxAhead further down, which a batch's block names in its
+// second word (outbox), is prefetched first; a block that names no such
+// block (a batch's first, one delivered alone) holds null or the program's
+// data there, and a prefetch of any address is harmless.
 template <class C>
 void thread_heaps<C>::sort_inbox_chain(heap_t* h, block* b) {
   while (b) {
+    __builtin_prefetch(reinterpret_cast<const void*>(static_cast<std::uintptr_t>(second_word(b))), 1);
     span* s = lookup::span_of(b);
     block* next = C::links::next(b, s);
     if (s->owner.load(std::memory_order_relaxed) == h) {
@@ -131,7 +136,10 @@ void thread_heaps<C>::free_remote(heap_t* h, span* s, block* b) {
   // ours (our own blocks never enter an outbox) and never null: the empty
   // heap's outboxes stay empty, and an unowned span's null owner matches
   // no started batch.
-  if (__builtin_expect(ob.dest != dest || ob.count == 0, 0)) {
+  // A block holding the free key may be free already: it goes alone, its
+  // second word as it is, for the owner's check (free_to_own_span), which a
+  // batch's use of that word (outbox) would hide.
+  if (__builtin_expect(ob.dest != dest || ob.count == 0 || second_word(b) == free_key(), 0)) {
     free_remote_slow(h, s, b);
     return;
   }
@@ -148,10 +156,19 @@ void thread_heaps<C>::free_remote(heap_t* h, span* s, block* b) {
 // (leaked, never handed out twice).
 template <class C>
 __attribute__((always_inline)) inline void thread_heaps<C>::join_batch(heap_t* h, outbox& ob, span* s, block* b) {
-  if (__builtin_expect(b == ob.head, 0)) report_misuse("free", b, "double free", s->block_size);
-  C::links::set_next(b, ob.head, s);
+  // The fields are read once into locals: the stores into the block (which
+  // may alias anything) would make the compiler read them again.
+  block* head = ob.head;
+  std::uint32_t n = ob.count;
+  if (__builtin_expect(b == head, 0)) report_misuse("free", b, "double free", s->block_size);
+  block*& earlier = ob.ahead[n % kOutboxAhead];
+  block* ahead = earlier;
+  earlier = b;
   ob.head = b;
-  if (++ob.count >= kRemoteBatchMax) flush_outbox(h, ob);
+  ob.count = ++n;
+  second_word(b) = reinterpret_cast<std::uintptr_t>(ahead);
+  C::links::set_next(b, head, s);
+  if (n >= kRemoteBatchMax) flush_outbox(h, ob);
 }
 
 template <class C>
@@ -176,6 +193,11 @@ void thread_heaps<C>::free_remote_slow(heap_t* h, span* s, block* b) {
     return;
   }
   outbox& ob = h->out[outbox_slot(dest, sizeof(heap_t))];
+  if (second_word(b) == free_key()) {  // see free_remote: alone, the key kept
+    C::links::set_next(b, nullptr, s);
+    deliver(static_cast<heap_t*>(dest), b, b, &h->st);
+    return;
+  }
   if (ob.dest != dest || ob.count == 0) {
     // A heap of another engine part (a first-class heap's): straight to its
     // inbox, never batched, so that no outbox holds a block of it when that
@@ -193,6 +215,9 @@ void thread_heaps<C>::free_remote_slow(heap_t* h, span* s, block* b) {
     C::links::set_next(b, nullptr, s);
     ob.head = ob.tail = b;
     ob.count = 1;
+    second_word(b) = 0;  // nothing ahead of a batch's first block
+    ob.ahead[0] = b;
+    for (unsigned i = 1; i < kOutboxAhead; ++i) ob.ahead[i] = nullptr;
     h->out_pending |= 1u << (&ob - h->out);
     return;
   }

@@ -76,6 +76,29 @@ TEST(FreeKeyDeathTest, DoubleFreeThroughInboxCaughtAtDrain) {
       testing::KilledBySignal(SIGABRT), kDoubleFree);
 }
 
+// The other order: p freed here (it holds the key), then by another thread
+// in the middle of that thread's batch for this heap. A block joining a batch
+// lends its second word to the batch (heap.h, outbox): a keyed one goes to
+// the inbox alone instead, key intact, and the sort reports it. Lending the
+// word without that test hid this double free (ReallocMisuse's
+// FreedByItsOwnerReallocatedByAnother found it first).
+TEST(FreeKeyDeathTest, FreedHereThenInAnotherThreadsBatchCaughtAtDrain) {
+  EXPECT_EXIT(
+      {
+        void* before[3];
+        for (void*& b : before) b = tenon_malloc(64);
+        void* p = tenon_malloc(64);
+        tenon_free(p);
+        std::thread([&] {
+          for (void* b : before) tenon_free(b);  // the batch for this heap starts
+          tenon_free(p);
+        }).join();
+        void* q = tenon_malloc(3000);  // the slow path that sorts the inbox
+        (void)q;
+      },
+      testing::KilledBySignal(SIGABRT), kDoubleFree);
+}
+
 // A live block whose second word the program set, to anything or to the key
 // itself, is freed as any other: the key only sends it to the walk, which
 // does not find it. With other blocks of the class freed before it, so that

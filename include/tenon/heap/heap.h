@@ -43,11 +43,20 @@ struct class_lists {
 // Remote frees bound for one heap, gathered by the freeing thread and handed
 // to that heap's inbox in a single CAS, whatever spans they belong to (the
 // lesson of the cross-thread-free benchmarks: batch per owner, not per span).
+//
+// The owner's walk over a batch is a chain of loads from lines another core
+// wrote last, each waiting for the one before. So a block joining a batch
+// gets, in its second word, the block that joined kOutboxAhead frees before
+// it (that far down the chain: `ahead` holds the last kOutboxAhead to join),
+// and the walk prefetches it: kOutboxAhead misses in flight instead of one.
+// The owner writes the free key over that word when it sorts the block.
+constexpr unsigned kOutboxAhead = 8;
 struct outbox {
   void* dest = nullptr;  // the destination heap (a thread_heap<C>)
   block* head = nullptr;
   block* tail = nullptr;
   std::uint32_t count = 0;
+  block* ahead[kOutboxAhead] = {};  // ahead[i]: the last block to join with count % kOutboxAhead == i
 };
 constexpr unsigned kOutboxes = 16;  // direct-mapped by destination heap address
 
