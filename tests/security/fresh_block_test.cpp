@@ -48,16 +48,9 @@ TEST(FreshBlocks, FirstWordHoldsNoPointerIntoTenon) {
   }
 }
 
-// The promise is the block's first two words (the link and the free key),
-// also where the block is carved from memory that blocks of another class
-// left behind: 200,000 16-byte blocks freed, their spans given back, then
-// blocks of other sizes (small, large) formed over those slices. Words
-// further in may hold what the earlier blocks left, links among it, as
-// reused memory under any allocator does (docs/security.md).
-TEST(FreshBlocks, MemoryOfReleasedSpansLeavesNoLinkInTheFirstTwoWords) {
-  std::vector<void*> small(200000);
-  for (auto& b : small) b = tenon_malloc(16);
-  for (void* b : small) tenon_free(b);
+// Fresh blocks of several sizes, small and large: none holds an address
+// inside tenon's memory in its first or second word.
+void check_first_two_words_after(std::size_t before) {
   const std::size_t sizes[] = {48, 96, 1024, 2048, 4096, 40000, 100000};
   for (std::size_t n : sizes) {
     std::size_t leaking = 0;
@@ -71,8 +64,27 @@ TEST(FreshBlocks, MemoryOfReleasedSpansLeavesNoLinkInTheFirstTwoWords) {
         if (w != 0 && tenon_owns(reinterpret_cast<void*>(w))) ++leaking;
     }
     EXPECT_EQ(leaking, 0u) << leaking << " first or second words of " << blocks.size() << " fresh " << n
-                           << "-byte blocks point into tenon's memory";
+                           << "-byte blocks point into tenon's memory (after blocks of " << before << " bytes)";
     for (void* b : blocks) tenon_free(b);
+  }
+}
+
+// The promise is the block's first two words (the link and the free key),
+// also where the block is carved from memory that blocks of another class
+// left behind: 200,000 blocks of 16 bytes, then of 4 KiB, freed (last
+// first, so that each span's first block links to the next one), their
+// spans given back, then blocks of other sizes (small, large) formed over
+// those slices. Words further in may hold what the earlier blocks left,
+// links among it, as reused memory under any allocator does
+// (docs/security.md). A large block formed over a span's first block held
+// that block's link in its first word (after the 4 KiB blocks: 140 of 200
+// at 40,000 bytes, 200 of 200 at 100,000) until the large path cleared it.
+TEST(FreshBlocks, MemoryOfReleasedSpansLeavesNoLinkInTheFirstTwoWords) {
+  for (std::size_t before : {16, 4096}) {
+    std::vector<void*> small(before > 16 ? 20000 : 200000);
+    for (auto& b : small) b = tenon_malloc(before);
+    for (auto b = small.rbegin(); b != small.rend(); ++b) tenon_free(*b);
+    check_first_two_words_after(before);
   }
 }
 
