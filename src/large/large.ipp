@@ -73,6 +73,11 @@ void* large_runs<C>::alloc(std::size_t n, std::size_t align, bool* zeroed, chunk
   if constexpr (has_guard_pages<C>()) large_detail::guard_after<C>(s, p);
   count(st, chunks_->shared_stats(), stat_large_allocs);
   *zeroed = s->zeroed;
+  // Slices a small span gave back may hold, where this block starts, a free
+  // block's link and the free key: cleared, as take_head clears a small
+  // block's (docs/security.md, "A fresh block's first words hold no heap
+  // address"). Known-zero memory is left untouched.
+  if (!s->zeroed) __builtin_memset(p, 0, 2 * sizeof(void*));
   return p;
 }
 
