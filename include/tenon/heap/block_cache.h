@@ -1,5 +1,5 @@
 // Layer 5, thread heaps: the per-class block cache of a heap, for the classes
-// whose spans hold few blocks (kBlockCacheMaxSpanBlocks or fewer: 8 KiB and up).
+// whose spans hold few blocks (kBlockCacheMaxSpanBlocks or fewer: 1 KiB and up).
 //
 // Such a span fills and empties all the time when blocks are replaced at
 // random, and every change costs a slow path (park it as full, take another,
@@ -8,7 +8,10 @@
 // cache stays "in use" as far as its span knows, until the cache overflows
 // (or is flushed: at trim, at thread exit) and gives blocks back to their
 // spans; a dropped heap's cache goes with its spans. Owner-private: nothing
-// here is shared.
+// here is shared. It also keeps reuse last-in first-out per class: a block
+// freed into a span that is not the current one waits there, cold, while
+// malloc takes the current span's older blocks (docs/architecture.md,
+// "Where a weak row's time goes: glibc-thread").
 //
 // The malloc fast path needs no change: the cache's list is the free list of
 // a span descriptor that belongs to no memory (`front`), and current[cls]
@@ -34,10 +37,13 @@ namespace tenon {
 // refilled the caches so often that they cost more than they saved.
 constexpr std::size_t kBlockCacheClassBytes = 256 * 1024;
 
-// The classes cached: those whose spans hold at most this many blocks. The
-// classes of 9 to 16 blocks a span (4-7 KiB) cost more through the cache
-// than without it (docs/architecture.md, "Where a weak row's time goes").
-constexpr unsigned kBlockCacheMaxSpanBlocks = 8;
+// The classes cached: those whose spans hold at most this many blocks. Those
+// of more than kBlockCacheFewBlocks a span (1-7 KiB) keep at most
+// kBlockCacheManyLimit blocks, a bound on what they add to a thread's
+// footprint (616 KiB for the twelve of them).
+constexpr unsigned kBlockCacheMaxSpanBlocks = 64;
+constexpr unsigned kBlockCacheFewBlocks = 8;
+constexpr std::size_t kBlockCacheManyLimit = 16;
 
 namespace block_cache_detail {
 
@@ -59,6 +65,7 @@ constexpr table make_table() {
     if (span_blocks(c) > kBlockCacheMaxSpanBlocks) continue;
     t.slot[c] = static_cast<std::uint8_t>(t.count++);
     std::size_t n = kBlockCacheClassBytes / kClasses.size[c];
+    if (span_blocks(c) > kBlockCacheFewBlocks && n > kBlockCacheManyLimit) n = kBlockCacheManyLimit;
     t.limit[c] = static_cast<std::uint16_t>(n < 2 ? 2 : n);
   }
   return t;
