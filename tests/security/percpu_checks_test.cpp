@@ -15,6 +15,7 @@
 #include <tenon/percpu/percpu_cache.hpp>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -176,6 +177,25 @@ TEST(PercpuChecksDeathTest, NeverCarvedSlot) {
   SKIP_UNLESS_CACHED();
   EXPECT_EXIT(C::dealloc(static_cast<char*>(cached_block(16)) + 16 * 1024), testing::KilledBySignal(SIGABRT),
               kNeverAllocated);
+}
+
+// realloc of a block waiting in a CPU's stack (freed): the thread heaps
+// underneath take it for a live block (they know nothing of the stacks) and
+// would resize it in place, handing the program a block the next malloc
+// also returns.
+TEST(PercpuChecksDeathTest, ReallocOfABlockWaitingInAStack) {
+  SKIP_UNLESS_CACHED();
+  for (std::size_t n : {40, 48})  // in place (40 -> 48 B fits), and moved
+    EXPECT_EXIT(
+        {
+          void* p = cached_block(48);
+          C::dealloc(p);
+          void* q = tenon::layer_ops<C>::realloc(p, n == 40 ? 40 : 4000);
+          std::fprintf(stderr, "realloc returned %p\n", q);
+          std::_Exit(0);
+        },
+        testing::KilledBySignal(SIGABRT), "tenon: realloc\\(0x[0-9a-f]+\\): double free")
+        << n;
 }
 
 // A live block whose second word holds the key (the program copied it from
