@@ -96,6 +96,56 @@ TEST(RemoteDoubleFreeDeathTest, TwiceInARowIntoALiveOwnersSpan) {
   });
 }
 
+// The block that began the freeing thread's batch for a live owner, freed
+// again after others joined the batch: the second free links it to the
+// batch's head, a cycle through the batch's tail, which the delivery's link
+// from the tail used to cut (the blocks freed between were lost to the
+// batch, and the owner's sort saw the block once: no report).
+TEST(RemoteDoubleFreeDeathTest, FirstOfALiveOwnersBatchFreedAgain) {
+  expect_reported(64, [] {
+    void* p = tenon_malloc(64);
+    void* q = tenon_malloc(64);
+    void* r = tenon_malloc(64);
+    std::thread([&] {
+      tenon_free(p);  // begins the batch for this thread's owner
+      tenon_free(q);
+      tenon_free(r);
+      tenon_free(p);
+    }).join();  // the thread's exit delivers its batches
+  });
+}
+
+// The same with the repeat further into the batch (caught by the owner's
+// sort, the free key, before and after).
+TEST(RemoteDoubleFreeDeathTest, MiddleOfALiveOwnersBatchFreedAgain) {
+  expect_reported(64, [] {
+    void* p = tenon_malloc(64);
+    void* q = tenon_malloc(64);
+    void* r = tenon_malloc(64);
+    std::thread([&] {
+      tenon_free(p);
+      tenon_free(q);
+      tenon_free(r);
+      tenon_free(q);
+    }).join();
+  });
+}
+
+// No false report: a live owner's blocks freed once each by another thread,
+// in batches of every length up to several deliveries, then the class
+// allocated again by the owner.
+TEST(RemoteDoubleFree, SingleFreesIntoALiveOwnersBatchesAreQuiet) {
+  for (std::size_t n : {16, 64, 256, 4096})
+    for (std::size_t count : {1, 2, 3, 63, 64, 65, 1000}) {
+      std::vector<void*> v(count);
+      for (auto& b : v) b = tenon_malloc(n);
+      std::thread([&] {
+        for (void* b : v) tenon_free(b);
+      }).join();
+      allocate_the_class_again(n);
+    }
+}
+
 // No false report: many blocks of exited threads' spans, each freed once by
 // other threads in an interleaved order, then the class allocated again.
 TEST(RemoteDoubleFree, SingleFreesOfExitedThreadsBlocksAreQuiet) {
