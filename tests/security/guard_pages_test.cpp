@@ -40,6 +40,15 @@ void expect_fault_at_access(const char* probe_case) {
 
 TEST(SecureGuards, LinearOverflowOfLargeBlockFaultsAtTheAccess) { expect_fault_at_access("large_overflow"); }
 TEST(SecureGuards, LinearOverflowOfFreshHugeBlockFaultsAtTheAccess) { expect_fault_at_access("huge_overflow"); }
+
+// The 8 bytes before a live 256 KiB block (the misuse programs'
+// underflow_8_256k, a block allocated before it): a guard page precedes the
+// block, so the write faults at the access rather than at the free.
+TEST(SecureGuards, UnderflowOfLargeBlockFaultsAtTheAccess) {
+  SKIP_UNLESS_PRELOAD();
+  misuse_run r = run_misuse(TENON_MISUSE_PROGRAM, "underflow_8_256k", TENON_SECURE_LIBRARY);
+  EXPECT_TRUE(stopped_at_misuse(r, SIGSEGV, "", false)) << r.describe();
+}
 TEST(SecureGuards, ChunkEndsInAGuardSlice) { expect_fault_at_access("chunk_end"); }
 TEST(SecureGuards, ChunkHeaderIsFollowedByAGuard) { expect_fault_at_access("chunk_header_gap"); }
 
