@@ -72,7 +72,7 @@ struct alignas(64) span {
   std::uint8_t nslices = 0;
   bool zeroed = false;         // memory known to read as zeros (fresh or purged)
   bool some_clean = false;     // a slice of it was fresh or purged when taken: TENON_POPULATE pre-faults it
-  bool guarded = false;        // large spans of a guarded config: a guard page follows the block (large.ipp)
+  bool guarded = false;        // large spans of a guarded config: guard pages before and after the block (large.ipp)
   // What block_index::starts_block admits on the owner's free: the blocks
   // carved so far. Written by the owner only, through set_carved() (at the
   // span's forming and when it carves: never on a malloc or free), and only
