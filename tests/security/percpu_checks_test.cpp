@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "tenon/heap/free_key.h"
+#include "test_support.h"
 
 namespace {
 
@@ -30,13 +31,9 @@ const char kDoubleFree[] = "tenon: free\\(0x[0-9a-f]+\\): double free";
 const char kNotABlock[] = "tenon: free\\(0x[0-9a-f]+\\): invalid pointer \\(not the start of a block\\)";
 const char kNeverAllocated[] = "tenon: free\\(0x[0-9a-f]+\\): invalid pointer \\(never allocated\\)";
 
-bool rseq_here() {
-#if TENON_PERCPU_RSEQ
-  return __rseq_size > 0 && tenon::percpu::current_cpu() >= 0;
-#else
-  return false;
-#endif
-}
+// Whether this process runs restartable sequences (built with them, and
+// glibc registered them).
+bool rseq_here() { return tenon::percpu::sequences_here(); }
 
 std::uint64_t second(const void* p) {
   std::uint64_t w;
@@ -45,21 +42,8 @@ std::uint64_t second(const void* p) {
 }
 void set_second(void* p, std::uint64_t w) { std::memcpy(static_cast<char*>(p) + 8, &w, sizeof w); }
 
-int nth_allowed_cpu(unsigned n) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return -1;
-  for (int c = 0, seen = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set) && static_cast<unsigned>(seen++) == n) return c;
-  return -1;
-}
-
-bool pin_to(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  return sched_setaffinity(0, sizeof set, &set) == 0;
-}
+using tenon_test::nth_allowed_cpu;
+using tenon_test::pin_to;
 
 // A block of n bytes, freed and allocated again on this CPU until the CPU's
 // region exists (its first free makes it): the block then comes from, and

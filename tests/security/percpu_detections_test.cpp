@@ -6,66 +6,45 @@
 // SIGABRT, with a stderr line naming tenon, the call and the pointer.
 // Where rseq is missing in the child (qemu-user, valgrind) the layer is its
 // fallback, the thread heaps, and these pass through their checks.
-#include <signal.h>
+#include <string>
 
 #include "misuse_runner.h"
 
 namespace tenon_test {
 namespace {
 
-const char kStopPattern[] = "tenon:.*free";
-
-void expect_percpu_stops(const char* program, const char* misuse_case) {
-  std::string why = preload_unavailable();
-  if (!why.empty()) GTEST_SKIP() << why;
-  misuse_run r = run_misuse(program, misuse_case, TENON_PERCPU_LIBRARY);
-  if (r.exited && r.exit_code == 77) GTEST_SKIP() << "not applicable here: " << r.out;
-  EXPECT_TRUE(stopped_at_misuse(r, SIGABRT, kStopPattern)) << "case " << misuse_case;
+// One misuse case of the C program, by name.
+class PercpuDetects : public ::testing::TestWithParam<const char*> {};
+TEST_P(PercpuDetects, StoppedAtTheCall) {
+  expect_tenon_stops(TENON_PERCPU_LIBRARY, TENON_MISUSE_PROGRAM, GetParam());
 }
-
-#define PERCPU_STOPS(Test, misuse_case) \
-  TEST(PercpuDetects, Test) { expect_percpu_stops(TENON_MISUSE_PROGRAM, misuse_case); }
+std::string case_name(const ::testing::TestParamInfo<const char*>& info) { return info.param; }
 
 // The cases a CPU's stack used to take without a look (docs/security.md,
-// the tenon-percpu row): blocks of 8 to 64 B.
-PERCPU_STOPS(DoubleFree8, "double_free_8")
-PERCPU_STOPS(DoubleFreeDelayed8, "double_free_delayed_8")
-PERCPU_STOPS(FreeAfterRealloc8, "free_after_realloc_8")
-PERCPU_STOPS(FreeInterior64, "free_interior_64")
-PERCPU_STOPS(FreeNeverAllocatedNear, "free_never_allocated_near")
-TEST(PercpuDetects, DeleteOfNewArray) { expect_percpu_stops(TENON_MISUSE_CXX_PROGRAM, "delete_new_array"); }
+// the tenon-percpu row): blocks of 8 to 64 B, and delete of a new[]'d array
+// below.
+INSTANTIATE_TEST_SUITE_P(CachedBlocks, PercpuDetects,
+                         ::testing::Values("double_free_8", "double_free_delayed_8", "free_after_realloc_8",
+                                           "free_interior_64", "free_never_allocated_near"),
+                         case_name);
+TEST(PercpuDetectsCxx, DeleteOfNewArray) {
+  expect_tenon_stops(TENON_PERCPU_LIBRARY, TENON_MISUSE_CXX_PROGRAM, "delete_new_array");
+}
 
 // The rest of TenonDetects.*, which the per-CPU build stopped already
 // (larger blocks go to the heaps underneath): kept stopped.
-PERCPU_STOPS(DoubleFree4K, "double_free_4k")
-PERCPU_STOPS(DoubleFree256K, "double_free_256k")
-PERCPU_STOPS(DoubleFree4M, "double_free_4m")
-PERCPU_STOPS(DoubleFreeDelayed4K, "double_free_delayed_4k")
-PERCPU_STOPS(DoubleFreeDelayed256K, "double_free_delayed_256k")
-PERCPU_STOPS(DoubleFreeDelayed4M, "double_free_delayed_4m")
-PERCPU_STOPS(FreeAfterRealloc4K, "free_after_realloc_4k")
-PERCPU_STOPS(FreeAfterRealloc256K, "free_after_realloc_256k")
-PERCPU_STOPS(FreeAfterRealloc4M, "free_after_realloc_4m")
-PERCPU_STOPS(FreeInterior4K, "free_interior_4k")
-PERCPU_STOPS(FreeInterior256K, "free_interior_256k")
-PERCPU_STOPS(FreeInterior4M, "free_interior_4m")
-PERCPU_STOPS(FreeUnaligned8, "free_unaligned_8")
-PERCPU_STOPS(FreeUnaligned4K, "free_unaligned_4k")
-PERCPU_STOPS(FreeUnaligned256K, "free_unaligned_256k")
-PERCPU_STOPS(FreeUnaligned4M, "free_unaligned_4m")
-PERCPU_STOPS(FreeNeverAllocatedFar, "free_never_allocated_far")
+INSTANTIATE_TEST_SUITE_P(
+    OtherBlocks, PercpuDetects,
+    ::testing::Values("double_free_4k", "double_free_256k", "double_free_4m", "double_free_delayed_4k",
+                      "double_free_delayed_256k", "double_free_delayed_4m", "free_after_realloc_4k",
+                      "free_after_realloc_256k", "free_after_realloc_4m", "free_interior_4k", "free_interior_256k",
+                      "free_interior_4m", "free_unaligned_8", "free_unaligned_4k", "free_unaligned_256k",
+                      "free_unaligned_4m", "free_never_allocated_far"),
+    case_name);
 
-// No heap address in a fresh block, and the forged link never followed
-// (the stacks hold pointers, the blocks hold no links): defended already.
-void expect_percpu_defends(const char* misuse_case) {
-  std::string why = preload_unavailable();
-  if (!why.empty()) GTEST_SKIP() << why;
-  misuse_run r = run_misuse(TENON_MISUSE_PROGRAM, misuse_case, TENON_PERCPU_LIBRARY);
-  EXPECT_TRUE(r.exited && r.exit_code == 0) << r.describe();
-  EXPECT_TRUE(r.printed("DEFENDED")) << r.describe();
-}
-TEST(PercpuDefends, FreshBlockPointer8) { expect_percpu_defends("fresh_block_pointer_8"); }
-TEST(PercpuDefends, FreshBlockPointer4K) { expect_percpu_defends("fresh_block_pointer_4k"); }
+// No heap address in a fresh block: defended already.
+TEST(PercpuDefends, FreshBlockPointer8) { expect_tenon_defends(TENON_PERCPU_LIBRARY, "fresh_block_pointer_8"); }
+TEST(PercpuDefends, FreshBlockPointer4K) { expect_tenon_defends(TENON_PERCPU_LIBRARY, "fresh_block_pointer_4k"); }
 
 }  // namespace
 }  // namespace tenon_test

@@ -96,39 +96,29 @@ TEST(RemoteDoubleFreeDeathTest, TwiceInARowIntoALiveOwnersSpan) {
   });
 }
 
-// The block that began the freeing thread's batch for a live owner, freed
-// again after others joined the batch: the second free links it to the
-// batch's head, a cycle through the batch's tail, which the delivery's link
-// from the tail used to cut (the blocks freed between were lost to the
-// batch, and the owner's sort saw the block once: no report).
-TEST(RemoteDoubleFreeDeathTest, FirstOfALiveOwnersBatchFreedAgain) {
-  expect_reported(64, [] {
-    void* p = tenon_malloc(64);
-    void* q = tenon_malloc(64);
-    void* r = tenon_malloc(64);
-    std::thread([&] {
-      tenon_free(p);  // begins the batch for this thread's owner
-      tenon_free(q);
-      tenon_free(r);
-      tenon_free(p);
-    }).join();  // the thread's exit delivers its batches
-  });
+// Three blocks of a live owner freed by another thread, then the one at
+// `again` (0: the first, which began that thread's batch for the owner;
+// 1: one in its middle) a second time; the thread's exit delivers its batch.
+void three_then_one_again(int again) {
+  void* v[3] = {tenon_malloc(64), tenon_malloc(64), tenon_malloc(64)};
+  std::thread([&] {
+    for (void* p : v) tenon_free(p);
+    tenon_free(v[again]);
+  }).join();
 }
 
-// The same with the repeat further into the batch (caught by the owner's
-// sort, the free key, before and after).
+// The first: the second free links it to the batch's head, a cycle through
+// the batch's tail, which the delivery's link from the tail used to cut (the
+// blocks freed between were lost to the batch, and the owner's sort saw the
+// block once: no report).
+TEST(RemoteDoubleFreeDeathTest, FirstOfALiveOwnersBatchFreedAgain) {
+  expect_reported(64, [] { three_then_one_again(0); });
+}
+
+// One in the middle (caught by the owner's sort, the free key, before and
+// after).
 TEST(RemoteDoubleFreeDeathTest, MiddleOfALiveOwnersBatchFreedAgain) {
-  expect_reported(64, [] {
-    void* p = tenon_malloc(64);
-    void* q = tenon_malloc(64);
-    void* r = tenon_malloc(64);
-    std::thread([&] {
-      tenon_free(p);
-      tenon_free(q);
-      tenon_free(r);
-      tenon_free(q);
-    }).join();
-  });
+  expect_reported(64, [] { three_then_one_again(1); });
 }
 
 // No false report: a live owner's blocks freed once each by another thread,
