@@ -102,6 +102,14 @@ void thread_heaps<C>::flush_outbox(heap_t* h, outbox& ob) {
   h->st.add(stat_remote_batches);
   auto* dest = static_cast<heap_t*>(ob.dest);
   block *head = ob.head, *tail = ob.tail;
+  // The block that began the batch links nowhere until the delivery links
+  // it: a link there means it was freed again and joined the batch's head
+  // (join_batch), closing a cycle that the delivery's link would cut,
+  // losing the blocks freed between. Reported here, once a batch, so that
+  // the free path pays nothing for it.
+  span* tail_span = lookup::span_of(tail);
+  if (__builtin_expect(C::links::next(tail, tail_span) != nullptr, 0))
+    report_misuse("free", tail, "double free (by a thread that does not own its span)", tail_span->block_size);
   ob.count = 0;
   ob.head = ob.tail = nullptr;
   h->out_pending &= ~(1u << (&ob - h->out));
@@ -151,9 +159,8 @@ void thread_heaps<C>::free_remote(heap_t* h, span* s, block* b) {
 // The block this thread freed last for that owner, freed again, is a double
 // free in a row. A repeat further back in the batch closes a cycle, which
 // the owner's free key reports when it sorts the batch (heap.h); where the
-// repeated block began the batch, the delivery's link from it cuts the
-// cycle and the blocks freed between the two frees are lost to the batch
-// (leaked, never handed out twice).
+// repeated block began the batch, its link (null until the delivery) is
+// what tells, and flush_outbox reports it before delivering.
 template <class C>
 __attribute__((always_inline)) inline void thread_heaps<C>::join_batch(heap_t* h, outbox& ob, span* s, block* b) {
   // The fields are read once into locals: the stores into the block (which

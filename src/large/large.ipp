@@ -12,13 +12,17 @@ namespace large_detail {
 inline std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) & ~(to - 1); }
 inline char* span_end(const span* s) { return s->start + (std::size_t{s->nslices} << kSliceShift); }
 
-// Guarded configs (arena/guard_pages.h): a live large block is followed by an
-// inaccessible page inside its run, so a linear overflow faults at the
-// access. Each guard splits its chunk's mapping (two VMAs more), so at most
-// kMaxLargeGuards live blocks have one (at most a quarter of Linux's default
-// vm.max_map_count, 65530, whatever the program does); past that a block has
-// none (the canary still finds the overflow at its free).
-constexpr std::uint32_t kMaxLargeGuards = 8192;
+// Guarded configs (arena/guard_pages.h): a live large block has an
+// inaccessible page on each side inside its run, the page before it (the
+// block starts one page into the run: an underflow faults at the access)
+// and the page after its usable bytes (an overflow does). Each guard splits
+// its chunk's mapping: a guarded block adds up to four VMAs (fewer where a
+// neighbouring run's guard is adjacent and the kernel merges them), so at
+// most kMaxLargeGuards live blocks have guards (16,384 VMAs, a quarter of
+// Linux's default vm.max_map_count, 65530, whatever the program does); past
+// that a block has none (the canary still finds an overflow or an underflow
+// at its free).
+constexpr std::uint32_t kMaxLargeGuards = 4096;
 
 template <class C>
 std::atomic<std::uint32_t>& live_guards() {
@@ -26,24 +30,32 @@ std::atomic<std::uint32_t>& live_guards() {
   return n;
 }
 
-// The page after the block made inaccessible, if the budget allows.
+// The pages before and after the block made inaccessible, if the budget
+// allows (both, or neither: a refused mprotect opens the other again).
 template <class C>
-void guard_after(span* s, char* p) {
+void guard_block(span* s, char* p) {
   s->guarded = false;
-  if (live_guards<C>().fetch_add(1, std::memory_order_relaxed) < kMaxLargeGuards &&
-      C::platform::protect(p + s->large_usable, C::platform::page_size(), false)) {
-    s->guarded = true;
-    return;
+  std::size_t page = C::platform::page_size();
+  if (live_guards<C>().fetch_add(1, std::memory_order_relaxed) < kMaxLargeGuards) {
+    if (C::platform::protect(p - page, page, false)) {
+      if (C::platform::protect(p + s->large_usable, page, false)) {
+        s->guarded = true;
+        return;
+      }
+      C::platform::protect(p - page, page, true);
+    }
   }
   live_guards<C>().fetch_sub(1, std::memory_order_relaxed);
 }
 
-// The guard opened again before the run goes back to the arena.
+// The guards opened again before the run goes back to the arena.
 template <class C>
 void unguard(span* s, char* p) {
   if (!s->guarded) return;
   s->guarded = false;
-  C::platform::protect(p + s->large_usable, C::platform::page_size(), true);
+  std::size_t page = C::platform::page_size();
+  C::platform::protect(p - page, page, true);
+  C::platform::protect(p + s->large_usable, page, true);
   live_guards<C>().fetch_sub(1, std::memory_order_relaxed);
 }
 }  // namespace large_detail
@@ -51,9 +63,14 @@ void unguard(span* s, char* p) {
 template <class C>
 void* large_runs<C>::alloc(std::size_t n, std::size_t align, bool* zeroed, chunk** hint, stats_t* st) {
   // Slices start 64 KiB aligned; a larger alignment needs slack in the run.
-  std::size_t slack = align > kSliceSize ? align - kSliceSize : 0;
-  std::size_t guard = has_guard_pages<C>() ? C::platform::page_size() : 0;  // room for the guard
-  std::size_t nslices = (n + guard + slack + kSliceSize - 1) >> kSliceShift;
+  // A guarded config's block starts past a guard page, at a multiple of the
+  // alignment (of the page at least): at most max(page, align) into the
+  // run; its other guard follows the block.
+  std::size_t page = C::platform::page_size();
+  std::size_t lead = align > kSliceSize ? align - kSliceSize : 0;
+  if constexpr (has_guard_pages<C>()) lead = align > page ? align : page;
+  std::size_t guard = has_guard_pages<C>() ? page : 0;  // room for the guard after it
+  std::size_t nslices = (n + guard + lead + kSliceSize - 1) >> kSliceShift;
   span* s = chunks_->take_span(static_cast<unsigned>(nslices), hint, st);
   if (!s) {
     errno = ENOMEM;
@@ -62,15 +79,20 @@ void* large_runs<C>::alloc(std::size_t n, std::size_t align, bool* zeroed, chunk
   s->kind = span_kind::large;
   s->owner.store(nullptr, std::memory_order_relaxed);
   s->remote.store(0, std::memory_order_relaxed);
-  char* p = reinterpret_cast<char*>(
-      large_detail::round_up(reinterpret_cast<std::uintptr_t>(s->start), align < kSliceSize ? kSliceSize : align));
-  s->large_usable = large_detail::round_up(n, C::platform::page_size());
+  char* p;
+  if constexpr (has_guard_pages<C>())
+    p = reinterpret_cast<char*>(
+        large_detail::round_up(reinterpret_cast<std::uintptr_t>(s->start) + page, align > page ? align : page));
+  else
+    p = reinterpret_cast<char*>(
+        large_detail::round_up(reinterpret_cast<std::uintptr_t>(s->start), align < kSliceSize ? kSliceSize : align));
+  s->large_usable = large_detail::round_up(n, page);
   chunks_->prefault(s, p, s->large_usable, n);
   // A large span has no free list: `free` keeps the block's pointer and
   // `used` says it is live, for the check on free (large_runs::check_free).
   s->free = reinterpret_cast<block*>(p);
   s->set_used(1);
-  if constexpr (has_guard_pages<C>()) large_detail::guard_after<C>(s, p);
+  if constexpr (has_guard_pages<C>()) large_detail::guard_block<C>(s, p);
   count(st, chunks_->shared_stats(), stat_large_allocs);
   *zeroed = s->zeroed;
   // Slices a small span gave back may hold, where this block starts, a free

@@ -2,6 +2,8 @@
 // pattern that identifies the block that wrote it, so overlap between two live
 // blocks (or a block overwritten after free) shows up as a wrong byte.
 #pragma once
+#include <sched.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -85,5 +87,23 @@ inline bool is_aligned(const void* p, std::size_t a) {
 
 // The alignment every block of this size must have: 16 from 16 bytes up, 8 below.
 constexpr std::size_t min_alignment(std::size_t size) { return size >= 16 ? 16 : 8; }
+
+// The n-th CPU this process may run on, or -1.
+inline int nth_allowed_cpu(unsigned n) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return -1;
+  for (int c = 0, seen = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set) && static_cast<unsigned>(seen++) == n) return c;
+  return -1;
+}
+
+// Pins the calling thread to one CPU.
+inline bool pin_to(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return sched_setaffinity(0, sizeof set, &set) == 0;
+}
 
 }  // namespace tenon_test

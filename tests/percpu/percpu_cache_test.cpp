@@ -70,15 +70,9 @@ struct live_blocks {
   }
 };
 
-// Whether this process runs restartable sequences: built with them, glibc
-// registered them, and the kernel wrote a CPU number.
-bool rseq_here() {
-#if TENON_PERCPU_RSEQ
-  return __rseq_size > 0 && tenon::percpu::current_cpu() >= 0;
-#else
-  return false;
-#endif
-}
+// Whether this process runs restartable sequences (built with them, and
+// glibc registered them).
+bool rseq_here() { return tenon::percpu::sequences_here(); }
 
 // Run with GLIBC_TUNABLES=glibc.pthread.rseq=0 (the second run in CMakeLists.txt).
 bool fallback_expected() {
@@ -93,22 +87,8 @@ unsigned cpus() {
   return static_cast<unsigned>(CPU_COUNT(&set));
 }
 
-// The n-th CPU this process may run on.
-int nth_allowed_cpu(unsigned n) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  sched_getaffinity(0, sizeof set, &set);
-  for (int c = 0, seen = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set) && static_cast<unsigned>(seen++) == n) return c;
-  return -1;
-}
-
-bool pin_to(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  return sched_setaffinity(0, sizeof set, &set) == 0;
-}
+using tenon_test::nth_allowed_cpu;
+using tenon_test::pin_to;
 
 void unpin() {
   cpu_set_t set;

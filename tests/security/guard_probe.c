@@ -13,13 +13,20 @@
  *                    between the header and the first span (SKIP, exit 77,
  *                    with 64 KiB pages, where the header's page is the slice)
  *   many_large       10,000 live 40 KiB blocks (past the secure build's
- *                    budget of guarded large blocks, 8,192); NOTE vmas_before, vmas_after
+ *                    budget of guarded large blocks, 4,096); NOTE vmas_before, vmas_after
  *                    (lines of /proc/self/maps) and chunks (distinct 4 MiB
  *                    units holding them); END
+ *   large_blocks     large blocks of every layout used as a program would:
+ *                    sizes about the small/large and large/huge limits,
+ *                    realloc growing and shrinking across them, aligned
+ *                    allocations, calloc; contents and malloc_usable_size
+ *                    (at least the size asked) checked; NOTE bad N (the
+ *                    mismatches); END
  *   fresh_order      64 blocks of 64 bytes from a fresh process; NOTE
  *                    ascending K (of the 63 neighbours, how many follow in
  *                    address order) and NOTE order ... (each block's rank
  *                    by address); END */
+#include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +49,69 @@ static void overflow(size_t n) {
   for (size_t i = n; i < n + 2 * 4096 + 64; ++i) ((volatile char*)p)[i] = 0x41;
   printf("DONE\n");
   free(p);
+}
+
+static void fill(char* p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i += 512) p[i] = (char)(seed + i / 512);
+  p[n - 1] = (char)seed;
+}
+static int filled(const char* p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i += 512)
+    if (p[i] != (char)(seed + i / 512)) return 0;
+  return p[n - 1] == (char)seed;
+}
+
+/* The mismatches (contents, usable size) over the large-block cases. */
+static long large_blocks(void) {
+  static const size_t sizes[] = {32 * KIB - 40, 32 * KIB - 24, 32 * KIB, 40 * KIB, 64 * KIB - 24, 64 * KIB,
+                                 200 * KIB, 256 * KIB, 2 * MIB - 4096, 2 * MIB - 24, 2 * MIB, 3 * MIB};
+  const size_t nsizes = sizeof sizes / sizeof sizes[0];
+  long bad = 0;
+  for (size_t i = 0; i < nsizes; ++i) {
+    size_t n = sizes[i];
+    char* p = malloc(n);
+    if (!p) exit(2);
+    if (malloc_usable_size(p) < n) ++bad;
+    fill(p, n, (unsigned)i);
+    for (size_t j = 0; j < nsizes; ++j) {  /* to every other size and back */
+      size_t m = sizes[j];
+      char* q = realloc(p, m);
+      if (!q) exit(2);
+      if (!filled(q, n < m ? n : m, (unsigned)i) && n <= m) ++bad;
+      if (malloc_usable_size(q) < m) ++bad;
+      p = realloc(q, n);
+      if (!p) exit(2);
+      fill(p, n, (unsigned)i);
+    }
+    if (!filled(p, n, (unsigned)i)) ++bad;
+    free(p);
+    for (size_t align = 16; align <= 2 * MIB; align *= 4) {
+      void* a = NULL;
+      if (posix_memalign(&a, align, n) != 0 || !a) exit(2);
+      if ((uintptr_t)a % align || malloc_usable_size(a) < n) ++bad;
+      fill(a, n, (unsigned)align);
+      if (!filled(a, n, (unsigned)align)) ++bad;
+      free(a);
+    }
+    char* z = calloc(1, n);
+    if (!z) exit(2);
+    for (size_t k = 0; k < n; k += 4096)
+      if (z[k]) ++bad;
+    free(z);
+  }
+  /* Many live at once, freed in another order (through the quarantine). */
+  char* live[64];
+  for (int k = 0; k < 64; ++k) {
+    live[k] = malloc(40 * KIB + (size_t)k * 4096);
+    if (!live[k]) exit(2);
+    fill(live[k], 40 * KIB + (size_t)k * 4096, (unsigned)k);
+  }
+  for (int k = 0; k < 64; ++k) {
+    int at = (k * 37) % 64;
+    if (!filled(live[at], 40 * KIB + (size_t)at * 4096, (unsigned)at)) ++bad;
+    free(live[at]);
+  }
+  return bad;
 }
 
 static long count_maps(void) {
@@ -94,6 +164,8 @@ int main(int argc, char** argv) {
       if (i == 0 || units[i] != units[i - 1]) ++chunks;
     printf("NOTE vmas_before %ld\nNOTE vmas_after %ld\nNOTE chunks %zu\n", before, after, chunks);
     for (size_t i = 0; i < count; ++i) free(blocks[i]);
+  } else if (!strcmp(c, "large_blocks")) {
+    printf("NOTE bad %ld\n", large_blocks());
   } else if (!strcmp(c, "fresh_order")) {
     size_t count = 64;
     uintptr_t* a = calloc(count, sizeof *a);

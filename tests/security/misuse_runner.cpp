@@ -197,4 +197,20 @@ std::string preload_unavailable() {
   return exec_unavailable();
 }
 
+void expect_tenon_stops(const char* library, const char* program, const char* misuse_case) {
+  std::string why = preload_unavailable();
+  if (!why.empty()) GTEST_SKIP() << why;
+  misuse_run r = run_misuse(program, misuse_case, library);
+  if (r.exited && r.exit_code == 77) GTEST_SKIP() << "not applicable here: " << r.out;
+  EXPECT_TRUE(stopped_at_misuse(r, SIGABRT, "tenon:.*free")) << "case " << misuse_case;
+}
+
+void expect_tenon_defends(const char* library, const char* misuse_case) {
+  std::string why = preload_unavailable();
+  if (!why.empty()) GTEST_SKIP() << why;
+  misuse_run r = run_misuse(TENON_MISUSE_PROGRAM, misuse_case, library);
+  EXPECT_TRUE(r.exited && r.exit_code == 0) << r.describe();
+  EXPECT_TRUE(r.printed("DEFENDED")) << r.describe();
+}
+
 }  // namespace tenon_test

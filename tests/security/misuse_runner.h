@@ -52,6 +52,17 @@ std::string exec_unavailable();
 // must be the first library of the process).
 std::string preload_unavailable();
 
+// Runs `misuse_case` of `program` with `library` preloaded and expects it
+// stopped at the misuse itself by SIGABRT, with a stderr line matching
+// `tenon:.*free` that names the misuse's pointer (TenonDetects.*,
+// PercpuDetects.*). Skips where preloading cannot run, or where the program
+// says the case does not apply here (exit 77).
+void expect_tenon_stops(const char* library, const char* program, const char* misuse_case);
+
+// Runs `misuse_case` of the C misuse program with `library` preloaded and
+// expects it to end normally having printed DEFENDED (the fresh-block probes).
+void expect_tenon_defends(const char* library, const char* misuse_case);
+
 // Skips the calling test where preload_unavailable() says why.
 #define SKIP_UNLESS_PRELOAD()                                 \
   do {                                                        \

@@ -96,6 +96,46 @@ TEST(RemoteDoubleFreeDeathTest, TwiceInARowIntoALiveOwnersSpan) {
   });
 }
 
+// Three blocks of a live owner freed by another thread, then the one at
+// `again` (0: the first, which began that thread's batch for the owner;
+// 1: one in its middle) a second time; the thread's exit delivers its batch.
+void three_then_one_again(int again) {
+  void* v[3] = {tenon_malloc(64), tenon_malloc(64), tenon_malloc(64)};
+  std::thread([&] {
+    for (void* p : v) tenon_free(p);
+    tenon_free(v[again]);
+  }).join();
+}
+
+// The first: the second free links it to the batch's head, a cycle through
+// the batch's tail, which the delivery's link from the tail used to cut (the
+// blocks freed between were lost to the batch, and the owner's sort saw the
+// block once: no report).
+TEST(RemoteDoubleFreeDeathTest, FirstOfALiveOwnersBatchFreedAgain) {
+  expect_reported(64, [] { three_then_one_again(0); });
+}
+
+// One in the middle (caught by the owner's sort, the free key, before and
+// after).
+TEST(RemoteDoubleFreeDeathTest, MiddleOfALiveOwnersBatchFreedAgain) {
+  expect_reported(64, [] { three_then_one_again(1); });
+}
+
+// No false report: a live owner's blocks freed once each by another thread,
+// in batches of every length up to several deliveries, then the class
+// allocated again by the owner.
+TEST(RemoteDoubleFree, SingleFreesIntoALiveOwnersBatchesAreQuiet) {
+  for (std::size_t n : {16, 64, 256, 4096})
+    for (std::size_t count : {1, 2, 3, 63, 64, 65, 1000}) {
+      std::vector<void*> v(count);
+      for (auto& b : v) b = tenon_malloc(n);
+      std::thread([&] {
+        for (void* b : v) tenon_free(b);
+      }).join();
+      allocate_the_class_again(n);
+    }
+}
+
 // No false report: many blocks of exited threads' spans, each freed once by
 // other threads in an interleaved order, then the class allocated again.
 TEST(RemoteDoubleFree, SingleFreesOfExitedThreadsBlocksAreQuiet) {

@@ -7,8 +7,8 @@
 // already", confirmed by a walk of the lists where the block would be
 // (free_keyed in heap.h) before anything is reported, so a live block whose
 // data happens to equal the key is only freed slower. The per-CPU layer
-// (percpu/) needs nothing more: it holds blocks it got from malloc and gives
-// them back through free, never touching a span's list.
+// (percpu/percpu_cache.hpp) keys the blocks its stacks hold the same way and
+// looks through the stacks before it reports.
 //
 // One key for every engine of the process (any value works for any engine:
 // the walk decides), drawn before the first small span is formed: no block

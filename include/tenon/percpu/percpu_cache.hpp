@@ -15,6 +15,17 @@
 // block, freed with free(), goes straight back: its heap may be destroyed
 // while the block would sit here).
 //
+// The checks the thread heaps make on free (docs/security.md), made here
+// for the blocks a CPU's stack takes, which never reach them: the block must
+// start a block its span carved (the block-start test against the span's
+// carved bound, block_index.h), and must not be waiting in a stack already:
+// a block in a stack holds the free key (free_key.h) in its second word,
+// stored before the push and cleared as malloc pops it, and a free that
+// finds the key looks through every CPU's stack of the class before it
+// reports (free_keyed). Not found there, the block goes to Inner, whose own
+// walk of the span's lists decides (a block freed through Inner holds the
+// key too; a live block whose data equals the key is freed as usual).
+//
 // Cached blocks stay allocated as far as Inner knows. trim() (malloc_trim)
 // gives them back from every CPU: it stops each CPU's region (its table
 // entry null, so every sequence there fails), restarts every running
@@ -30,11 +41,14 @@
 #include <cstdint>
 #include <cstring>
 
+#include "tenon/heap/free_key.h"
+#include "tenon/heap/heap.h"
 #include "tenon/layer.hpp"
 #include "tenon/lookup/chunk_map.h"
 #include "tenon/lookup/slice_index.h"
 #include "tenon/percpu/layout.h"
 #include "tenon/percpu/rseq_stack.h"
+#include "tenon/platform/misuse.h"
 #include "tenon/platform/os.h"
 
 namespace tenon {
@@ -47,7 +61,10 @@ struct percpu_cache : pass_through<Inner> {
   __attribute__((always_inline)) static void* alloc(std::size_t n) noexcept {
     if (__builtin_expect(n <= percpu::kMaxCached, 1)) {
       void* p;
-      if (__builtin_expect(percpu::pop(s_table, small_class(n), p), 1)) return p;
+      if (__builtin_expect(percpu::pop(s_table, small_class(n), p), 1)) {
+        second_word(static_cast<block*>(p)) = 0;  // the free key leaves with the block
+        return p;
+      }
       return alloc_miss(n);
     }
     return Inner::alloc(n);
@@ -60,6 +77,18 @@ struct percpu_cache : pass_through<Inner> {
       // A small block of E's heaps (p is a multiple of 8: the tag matched;
       // anything else is no block start: Inner reports it).
       if (__builtin_expect(small_cached_class(s) && of_our_heaps(s), 1)) {
+        auto* b = static_cast<block*>(p);
+        // An interior pointer or a slot never carved (the thread heaps'
+        // free_to_own_span makes the same test), or a block freed already
+        // (the key): both to one cold tail call, which tells them apart (a
+        // call that returned, or a second cold call, made GCC set up a
+        // stack frame on this path: 2 instructions a free).
+        if (__builtin_expect(!s->starts_carved_block_any_thread(b), 0)) return free_checked(p, s);
+        // The key goes in before the push: once pushed, the block may be
+        // popped and handed out by another thread on this CPU.
+        std::uint64_t key = free_key();
+        if (__builtin_expect(second_word(b) == key, 0)) return free_checked(p, s);
+        second_word(b) = key;
         if (__builtin_expect(percpu::push(s_table, s->cls, p), 1)) return;
         return dealloc_miss(p);
       }
@@ -81,7 +110,17 @@ struct percpu_cache : pass_through<Inner> {
   // realloc: Inner's, in place where it can. The blocks are Inner's as they
   // are, so Inner may resize them and free them itself (they only skip the
   // cache on the way).
-  static void* realloc(void* p, std::size_t n) noexcept { return layer_ops<Inner>::realloc(p, n); }
+  // A block waiting in a CPU's stack is freed: Inner would take it for live.
+  static void* realloc(void* p, std::size_t n) noexcept {
+    std::uintptr_t tag = lookup::tag_of(p);
+    if (lookup::is_regular_tagged(p, tag)) {
+      const span* s = lookup::span_of_tagged(p, tag);
+      if (small_cached_class(s) && of_our_heaps(s) && s->starts_carved_block_any_thread(p) &&
+          second_word(static_cast<block*>(p)) == free_key() && in_a_stack(s->cls, p))
+        report_misuse("realloc", p, "double free", s->block_size);
+    }
+    return layer_ops<Inner>::realloc(p, n);
+  }
 
   static int trim(std::size_t pad) noexcept {
     int drained = drain_all() ? 1 : 0;
@@ -166,9 +205,42 @@ struct percpu_cache : pass_through<Inner> {
     return Inner::alloc(n);
   }
 
+  // The key dealloc stored goes: the block was not pushed, and Inner's free
+  // would take it for a block freed already and walk its span's list.
   __attribute__((noinline)) static void dealloc_miss(void* p) noexcept {
+    second_word(static_cast<block*>(p)) = 0;
     if (__builtin_expect(why_missed() == kNoRegion, 0)) make_region();
     Inner::dealloc(p);
+  }
+
+  // A free that failed dealloc's block-start test (reported), or found the
+  // key in p's second word: p waiting in a CPU's stack is a double free;
+  // otherwise Inner decides (p on its span's list, or a live block holding
+  // the key). The whole free, a tail call from dealloc: nothing returns to
+  // its fast path.
+  [[gnu::cold, gnu::noinline]] static void free_checked(void* p, const span* s) noexcept {
+    if (!s->starts_carved_block_any_thread(p)) report_not_carved_block(s, static_cast<block*>(p));
+    if (in_a_stack(s->cls, p)) report_misuse("free", p, "double free", s->block_size);
+    Inner::dealloc(p);
+  }
+
+  // Whether p waits in class cls's stack of any CPU: a look at every region,
+  // its slots below the top read while their CPUs may push and pop (racy
+  // but bounded: a block being popped meanwhile may be missed). Regions are
+  // never unmapped.
+  static bool in_a_stack(unsigned cls, const void* p) noexcept {
+    if constexpr (!TENON_PERCPU_RSEQ) return false;  // no region is ever made
+    unsigned limit = s_cpu_limit.load(std::memory_order_acquire);
+    for (unsigned c = 0; c < limit; ++c) {
+      char* r = s_regions[c].load(std::memory_order_acquire);
+      if (!r) continue;
+      percpu::region_header& hd = header(r);
+      std::uint32_t top = __atomic_load_n(&hd.top[cls], __ATOMIC_RELAXED);
+      if (top > percpu::kLayout.end[cls]) top = percpu::kLayout.end[cls];
+      for (std::uint32_t at = percpu::kLayout.begin[cls]; at < top; at += 8)
+        if (__atomic_load_n(reinterpret_cast<void* const*>(r + at), __ATOMIC_RELAXED) == p) return true;
+    }
+    return false;
   }
 
   // Makes the calling thread's CPU's region if it has none: the first
@@ -262,6 +334,7 @@ struct percpu_cache : pass_through<Inner> {
           for (std::uint32_t at = hd.begin[k]; at < hd.top[k]; at += 8) {
             void* p;
             std::memcpy(&p, r + at, sizeof p);
+            second_word(static_cast<block*>(p)) = 0;  // its free key: Inner takes it as a live block
             Inner::dealloc(p);
             drained = true;
           }

@@ -84,6 +84,11 @@ inline int current_cpu() noexcept {
   return cpu;
 }
 
+// Whether the calling thread runs restartable sequences: glibc registered
+// them and the kernel wrote a CPU number (for tests and tools; a hint, like
+// current_cpu).
+inline bool sequences_here() noexcept { return __rseq_size > 0 && current_cpu() >= 0; }
+
 // Test hook (TENON_TEST_PERCPU_WITHOUT_RSEQ, for counting instructions
 // under valgrind, which has no rseq): makes this thread read as CPU 0 with
 // nothing to restart its sequences. Safe only while the process has one
@@ -160,6 +165,7 @@ __attribute__((always_inline)) inline bool push(cpu_table& table, std::uintptr_t
 
 #else
 inline int current_cpu() noexcept { return -1; }
+inline bool sequences_here() noexcept { return false; }
 inline void pretend_cpu0() noexcept {}
 inline bool pop(cpu_table&, std::uintptr_t, void*&) noexcept { return false; }
 inline bool push(cpu_table&, std::uintptr_t, void*) noexcept { return false; }

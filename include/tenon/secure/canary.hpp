@@ -18,6 +18,20 @@
 // is exactly that size), sized frees check the size. Every failure is one
 // report_misuse line and SIGABRT.
 //
+// A block that is the start of a large block of Inner's (above the small
+// classes; the engine puts a guard page before it in guarded configs) keeps
+// its header at the end instead, in the last 16 bytes of Inner's block, so
+// that the 8 bytes before p are the guard page and an underflow faults at
+// the access:
+//
+//   large inner block: [ user's n bytes ][ canary ]...[ size | tag ]
+//                      ^ p                           (Inner's usable end)
+//
+// Which layout a pointer has is told by p alone: only a page-aligned p is
+// looked up (is it a large span's block start?), at its allocation and at
+// every check, so both agree. An aligned allocation's p is past its inner
+// block's start and keeps the header before it.
+//
 // Pointers that are not in tenon's memory (foreign: handed out by glibc
 // before tenon was loaded) pass through untouched.
 #pragma once
@@ -28,6 +42,7 @@
 #include "tenon/huge/huge.h"
 #include "tenon/layer.hpp"
 #include "tenon/lookup/chunk_map.h"
+#include "tenon/lookup/slice_index.h"
 #include "tenon/platform/misuse.h"
 #include "tenon/secure/secret.h"
 
@@ -41,7 +56,10 @@ struct canary : pass_through<Inner> {
 
   static void* alloc(std::size_t n) noexcept {
     auto* q = static_cast<char*>(Inner::alloc(n + kHeader + kTail));
-    return q ? seal(q + kHeader, n, kHeader) : nullptr;
+    if (!q) return nullptr;
+    if (__builtin_expect((reinterpret_cast<std::uintptr_t>(q) & 4095) == 0, 0) && starts_large_block(q))
+      return seal(q, n, 0);
+    return seal(q + kHeader, n, kHeader);
   }
 
   static void* alloc_aligned(std::size_t align, std::size_t n) noexcept {
@@ -86,6 +104,7 @@ struct canary : pass_through<Inner> {
     std::size_t size;
     std::size_t offset;
     std::uint64_t key;
+    char* header;
   };
 
   // is_regular first, in line: the common case of in_chunk without its call.
@@ -101,10 +120,30 @@ struct canary : pass_through<Inner> {
   // overwritten size is caught before the canary is looked for behind it.
   static std::uint64_t size_check(std::uint64_t n) { return ((n * 0x9e3779b97f4a7c15ull) >> 40) << 40; }
 
+  // Whether p starts a large block of Inner's (a page-aligned block start
+  // of a large span): its header is at the end (above).
+  static bool starts_large_block(const void* p) {
+    if (!lookup::in_chunk(p)) return false;
+    const span* s = lookup::span_of(p);
+    return s->kind == span_kind::large && s->free == p;
+  }
+
+  // Where p's header is: the 16 bytes before p, or the last 16 of a large
+  // inner block that p starts. Only a pointer 4 KiB aligned (no page is
+  // smaller) is looked up, out of line: one test and branch for the others.
+  static char* header_of(const char* p) {
+    if (__builtin_expect((reinterpret_cast<std::uintptr_t>(p) & 4095) == 0, 0)) return aligned_header_of(p);
+    return const_cast<char*>(p) - kHeader;
+  }
+  [[gnu::noinline]] static char* aligned_header_of(const char* p) {
+    if (starts_large_block(p)) return const_cast<char*>(p) + Inner::usable_size(p) - kHeader;
+    return const_cast<char*>(p) - kHeader;
+  }
+
   static void* seal(char* p, std::size_t n, std::size_t offset) {
     std::uint64_t key = key_for(p);
     header h{n, key ^ (std::uint64_t{offset} << 1) ^ size_check(n)};
-    std::memcpy(p - kHeader, &h, sizeof h);
+    std::memcpy(offset ? p - kHeader : header_of(p), &h, sizeof h);
     std::uint64_t t = tail_of(key);
     std::memcpy(p + n, &t, sizeof t);
     return p;
@@ -113,8 +152,9 @@ struct canary : pass_through<Inner> {
   // The header of p, checked; ends the program unless p is a live block.
   static opened check_block(const char* p, const char* op) {
     if (reinterpret_cast<std::uintptr_t>(p) & 15) report_misuse(op, p, "invalid pointer (not the start of a block)", 0);
+    char* at = header_of(p);
     header h;
-    std::memcpy(&h, p - kHeader, sizeof h);
+    std::memcpy(&h, at, sizeof h);
     std::uint64_t key = key_for(p);
     std::uint64_t x = h.tag ^ key;
     if ((x & ~kFreed) >> 40 == 0 && (x & kFreed))  // a freed block's size word is the free-list link
@@ -126,7 +166,7 @@ struct canary : pass_through<Inner> {
     std::uint64_t t;
     std::memcpy(&t, p + h.size, sizeof t);
     if (t != tail_of(key)) report_misuse(op, p, "heap overflow past the end of the block", h.size);
-    return {static_cast<std::size_t>(h.size), offset, key};
+    return {static_cast<std::size_t>(h.size), offset, key, at};
   }
 
   static void give_back(char* p, const char* op, const std::size_t* sized) {
@@ -134,7 +174,7 @@ struct canary : pass_through<Inner> {
     if (sized && *sized != o.size) report_misuse(op, p, "size does not match the block", o.size);
     // Freed: the size check leaves the tag (the size word becomes a link).
     std::uint64_t tag = o.key ^ (std::uint64_t{o.offset} << 1) ^ kFreed;
-    std::memcpy(p - kHeader + 8, &tag, sizeof tag);
+    std::memcpy(o.header + 8, &tag, sizeof tag);
     Inner::dealloc(p - o.offset);
   }
 };

@@ -8,8 +8,9 @@
 //     program's data is gone), and on its way out those zeros are checked: a
 //     write after free there ends the program;
 //   large (to kMaxLargeBlock, kLargeSlots slots): inaccessible while it waits,
-//     all but its first page (which keeps the header an outer layer checks): a
-//     read or write after free there faults at the access (SIGSEGV).
+//     all but its first and last pages (which keep the header an outer layer
+//     checks): a read or write after free there faults at the access
+//     (SIGSEGV).
 // Others (blocks of 16 bytes or less, huge blocks) go back at once.
 // One layer for both pools, not one over the other, so that a block is looked
 // up once on its way in and once on its way out.
@@ -249,11 +250,14 @@ struct quarantine : pass_through<Inner> {
     return large_slots()[stripe() * kLargeSlots + turn().large++ % kLargeSlots];
   }
 
-  // Pages of a big block past its first, inaccessible or accessible again.
+  // Pages of a big block but its first and the one of its last kKept bytes
+  // (where an outer layer keeps the header: before the block it gave out,
+  // or at the end of a large block, canary.hpp), inaccessible or accessible
+  // again.
   static void guard(void* p, std::size_t n, bool accessible) {
     std::size_t page = os::page_size();
     auto start = (reinterpret_cast<std::uintptr_t>(p) + 2 * page - 1) & ~(page - 1);
-    auto end = (reinterpret_cast<std::uintptr_t>(p) + n) & ~(page - 1);
+    auto end = (reinterpret_cast<std::uintptr_t>(p) + n - kKept) & ~(page - 1);
     if (end > start) os::protect(reinterpret_cast<void*>(start), end - start, accessible);
   }
 

@@ -72,7 +72,15 @@ struct alignas(64) span {
   std::uint8_t nslices = 0;
   bool zeroed = false;         // memory known to read as zeros (fresh or purged)
   bool some_clean = false;     // a slice of it was fresh or purged when taken: TENON_POPULATE pre-faults it
-  bool guarded = false;        // large spans of a guarded config: a guard page follows the block (large.ipp)
+  bool guarded = false;        // large spans of a guarded config: guard pages before and after the block (large.ipp)
+  // What block_index::starts_block admits on the owner's free: the blocks
+  // carved so far. Written by the owner only, through set_carved() (at the
+  // span's forming and when it carves: never on a malloc or free), and only
+  // ever raised while the span has a live block. On this line, which every
+  // free reads anyway: a per-CPU cache's free (percpu_cache.hpp), whoever
+  // makes it, reads it too, with a relaxed load (a freer of a live block
+  // sees at least the count that carved it).
+  std::uint64_t carved_limit = 0;
   // --- owner-only, on the second line ---
   alignas(64) block* free = nullptr;  // local free list: owner's frees land here
   // Blocks out ("used", biased by kCurrentBias while current), kept as the
@@ -84,10 +92,7 @@ struct alignas(64) span {
   std::uint32_t low_mark = 1;  // local free calls the slow path when used drops below
   span* next = nullptr;        // owner's avail/full list
   span* prev = nullptr;
-  // What block_index::starts_block admits on the owner's free: the carved
-  // blocks. Written with `carved`, through set_carved().
-  std::uint64_t carved_limit = 0;
-  std::uint32_t carved = 0;    // blocks carved from the span's memory so far
+  std::uint32_t carved = 0;    // blocks carved from the span's memory so far (and carved_limit above)
   span_state state = span_state::detached;
   // --- shared, written by remote pushers and the owner (the owner's line:
   // it takes what they push) ---
@@ -101,7 +106,7 @@ struct alignas(64) span {
   void remove_used(std::uint32_t n) { until_slow -= static_cast<std::int32_t>(n); }
   void set_carved(std::uint32_t n) {
     carved = n;
-    carved_limit = block_index::limit(block_mult, block_size, n);
+    __atomic_store_n(&carved_limit, block_index::limit(block_mult, block_size, n), __ATOMIC_RELAXED);
   }
   // Whether p starts a block of this small span that its owner carved (the
   // owner's free: an interior pointer, or one never handed out, is not).
@@ -109,8 +114,14 @@ struct alignas(64) span {
     auto offset = static_cast<std::uint64_t>(static_cast<const char*>(p) - start);
     return block_index::starts_block(offset, block_mult, carved_limit);
   }
-  // The same for any thread, which may not read the owner's carved count:
-  // any of the span's blocks, carved or not.
+  // The same test by any thread (a per-CPU cache's free): the bound read
+  // with a relaxed load, as the owner may be carving more blocks meanwhile.
+  __attribute__((always_inline)) bool starts_carved_block_any_thread(const void* p) const {
+    auto offset = static_cast<std::uint64_t>(static_cast<const char*>(p) - start);
+    return block_index::starts_block(offset, block_mult, __atomic_load_n(&carved_limit, __ATOMIC_RELAXED));
+  }
+  // The same for any thread, which does not read the owner's carved count
+  // (the thread heaps' remote free): any of the span's blocks, carved or not.
   bool starts_block(const void* p) const {
     auto offset = static_cast<std::uint64_t>(static_cast<const char*>(p) - start);
     return block_index::starts_block(offset, block_mult, capacity_limit);
@@ -122,6 +133,7 @@ struct alignas(64) span {
   }
 };
 static_assert(sizeof(span) == 128, "two cache lines: what freers read, what the owner writes");
+static_assert(__builtin_offsetof(span, carved_limit) < 64, "carved_limit on the line every free reads");
 
 // The descriptor of a span with nothing to give: every class of a heap with
 // no span of its own points here, so the malloc fast path needs no null test.
