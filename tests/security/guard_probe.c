@@ -22,6 +22,9 @@
  *                    allocations, calloc; contents and malloc_usable_size
  *                    (at least the size asked) checked; NOTE bad N (the
  *                    mismatches); END
+ *   aligned_double_free  posix_memalign of 256 KiB at 8 KiB and at 64 KiB
+ *                    alignment, each freed twice (ACCESS before the second
+ *                    free of the first): the second free must be reported
  *   fresh_order      64 blocks of 64 bytes from a fresh process; NOTE
  *                    ascending K (of the 63 neighbours, how many follow in
  *                    address order) and NOTE order ... (each block's rank
@@ -166,6 +169,19 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < count; ++i) free(blocks[i]);
   } else if (!strcmp(c, "large_blocks")) {
     printf("NOTE bad %ld\n", large_blocks());
+  } else if (!strcmp(c, "aligned_double_free")) {
+    size_t aligns[] = {8 * KIB, 64 * KIB};
+    for (size_t i = 0; i < 2; ++i) {
+      void* p = NULL;
+      if (posix_memalign(&p, aligns[i], 256 * KIB)) return 2;
+      memset(p, 0x5a, 256 * KIB);
+      free(p);
+      printf("ACCESS free %p again (aligned to %zu)\n", p, aligns[i]);
+      fflush(stdout);
+      free(p);
+      printf("DONE\n");
+      fflush(stdout);
+    }
   } else if (!strcmp(c, "fresh_order")) {
     size_t count = 64;
     uintptr_t* a = calloc(count, sizeof *a);
