@@ -29,8 +29,9 @@
 //
 // Which layout a pointer has is told by p alone: only a page-aligned p is
 // looked up (is it a large span's block start?), at its allocation and at
-// every check, so both agree. An aligned allocation's p is past its inner
-// block's start and keeps the header before it.
+// every check, so both agree. An aligned allocation served by a large block
+// is that block's start too; any other aligned allocation's p is past its
+// inner block's start and keeps the header before it.
 //
 // Pointers that are not in tenon's memory (foreign: handed out by glibc
 // before tenon was loaded) pass through untouched.
@@ -39,6 +40,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "tenon/common/config.h"
 #include "tenon/huge/huge.h"
 #include "tenon/layer.hpp"
 #include "tenon/lookup/chunk_map.h"
@@ -62,8 +64,21 @@ struct canary : pass_through<Inner> {
     return seal(q + kHeader, n, kHeader);
   }
 
+  // A request Inner serves as a large block is given that block itself, its
+  // header at the end like alloc's large blocks: with the header before p,
+  // an alignment past a page put it on a page of the inner block that the
+  // quarantine closes while the block waits, where a second free could not
+  // read it (SIGSEGV instead of the report). Inner's limits are tested
+  // first and its answer checked (a huge block goes back: the layout below).
   static void* alloc_aligned(std::size_t align, std::size_t n) noexcept {
     if (align <= kHeader) return alloc(n);
+    std::size_t need = n + kHeader + kTail;
+    if (need > kMaxSmall && align < kMaxLarge && need <= kMaxLarge - align) {
+      auto* q = static_cast<char*>(Inner::alloc_aligned(align, need));
+      if (!q) return nullptr;
+      if (starts_large_block(q)) return seal(q, n, 0);
+      Inner::dealloc(q);
+    }
     auto* q = static_cast<char*>(Inner::alloc_aligned(align, n + align + kTail));
     return q ? seal(q + align, n, align) : nullptr;
   }
