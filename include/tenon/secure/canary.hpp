@@ -74,8 +74,7 @@ struct canary : pass_through<Inner> {
     if (align <= kHeader) return alloc(n);
     std::size_t need = n + kHeader + kTail;
     if (need > kMaxSmall && align < kMaxLarge && need <= kMaxLarge - align) return alloc_aligned_large(align, n);
-    auto* q = static_cast<char*>(Inner::alloc_aligned(align, n + align + kTail));
-    return q ? seal(q + align, n, align) : nullptr;
+    return alloc_aligned_behind(align, n);
   }
 
   static void dealloc(void* p) noexcept {
@@ -138,7 +137,13 @@ struct canary : pass_through<Inner> {
     if (!q) return nullptr;
     if (starts_large_block(q)) return seal(q, n, 0);
     Inner::dealloc(q);
-    q = static_cast<char*>(Inner::alloc_aligned(align, n + align + kTail));
+    return alloc_aligned_behind(align, n);
+  }
+
+  // An aligned block whose header sits in front of p, in the inner block's
+  // first `align` bytes.
+  static void* alloc_aligned_behind(std::size_t align, std::size_t n) noexcept {
+    auto* q = static_cast<char*>(Inner::alloc_aligned(align, n + align + kTail));
     return q ? seal(q + align, n, align) : nullptr;
   }
 
