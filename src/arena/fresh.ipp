@@ -42,6 +42,7 @@ void arena<C>::count_untouched_as_dirty(chunk* c) {
   for (std::uint64_t d = untouched; d; d &= d - 1)
     c->dirty_ms[std::countr_zero(d)].store(now, std::memory_order_relaxed);
   c->dirty.store(untouched, std::memory_order_relaxed);
+  count_kept(std::popcount(untouched));  // free and (under the huge page) resident
 }
 
 }  // namespace tenon

@@ -52,6 +52,19 @@ bool arena<C>::start_purger() {
   return ok;
 }
 
+// The count of free resident slices that lets note_retained see memory kept
+// a little in each of many chunks (release.ipp). Kept only while the purger
+// may still start lazily: not started yet, in a process that has never had
+// a second thread, so that this thread alone changes it (plain load and
+// store; no shared counter for multithreaded programs, which never start it
+// lazily). Once either ends, the count is stale and unused.
+template <class C>
+void arena<C>::count_kept(std::int64_t slices) {
+  if (purger_state_.load(std::memory_order_relaxed) != arena_detail::kNotStarted) return;
+  if (!C::platform::single_threaded()) return;
+  kept_slices_.store(kept_slices_.load(std::memory_order_relaxed) + slices, std::memory_order_relaxed);
+}
+
 template <class C>
 void arena<C>::note_retained() {
   if (purger_state_.load(std::memory_order_relaxed) != arena_detail::kNotStarted) return;

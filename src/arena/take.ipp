@@ -72,9 +72,12 @@ span* arena<C>::try_take(chunk* c, unsigned n, bool warm_only, stats_t* st) {
     int pos = slice_bits::find_run(used, c->dirty.load(std::memory_order_relaxed), n, warm_only);
     if (pos < 0) return nullptr;
     TENON_INJECT_POINT("chunk.take");
-    if (c->used.compare_exchange_weak(used, used | slice_bits::run_mask(static_cast<unsigned>(pos), n),
-                                      std::memory_order_acquire, std::memory_order_relaxed))
+    std::uint64_t mask = slice_bits::run_mask(static_cast<unsigned>(pos), n);
+    if (c->used.compare_exchange_weak(used, used | mask, std::memory_order_acquire, std::memory_order_relaxed)) {
+      // The run's resident slices are in use again (form clears their bits).
+      count_kept(-std::popcount(c->dirty.load(std::memory_order_relaxed) & mask));
       return arena_detail::form(c, static_cast<unsigned>(pos), n);
+    }
     count(st, shared_stats_, stat_retry_chunk_bitmap);
   }
 }

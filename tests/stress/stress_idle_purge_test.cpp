@@ -101,6 +101,44 @@ TEST(IdlePurge, ThreadIsNamedAndBlocksSignals) {
   EXPECT_EQ(threads_named("tenon-purge").size(), 1u) << "started once";
 }
 
+// Found outside the tests (2026-11-27): one-slice blocks freed a few to a
+// chunk, never two side by side, in many chunks: each chunk stays under its
+// cap of 8 free resident slices and no run reaches 1 MiB, so no release
+// started the purger and 35 MiB stayed resident for good in an idle
+// single-threaded program. The purger must start once the program keeps
+// 1 MiB or more for reuse, however it is spread over the chunks.
+TEST(IdlePurge, FreedSlicesSpreadUnderEveryChunksCapGoBackWhileIdle) {
+  constexpr std::size_t kBlock = 60000;  // a large block: one 64 KiB slice each
+  constexpr int kBlocks = 64 * 40;       // about 40 chunks of them
+  const std::size_t start = resident_bytes();
+  std::vector<char*> blocks;
+  for (int i = 0; i < kBlocks; ++i) {
+    auto* p = static_cast<char*>(tenon_malloc(kBlock));
+    ASSERT_NE(p, nullptr);
+    if (i % 9 == 0)
+      std::memset(p, i, kBlock);  // the ones freed below: resident whole
+    else
+      p[0] = 1;  // the others: one page each
+    blocks.push_back(p);
+  }
+  // Every 9th block: 7 free slices a chunk at most, none adjacent.
+  std::size_t freed = 0;
+  for (int i = 0; i < kBlocks; i += 9) {
+    tenon_free(blocks[i]);
+    blocks[i] = nullptr;
+    freed += kBlock;
+  }
+  const std::size_t after_free = resident_bytes();
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // no allocator call
+  const std::size_t after_idle = resident_bytes();
+  std::printf("resident: start %zu MiB, after the frees %zu MiB (%zu MiB freed), after 2 s idle %zu MiB\n",
+              start / MiB, after_free / MiB, freed / MiB, after_idle / MiB);
+  EXPECT_EQ(threads_named("tenon-purge").size(), 1u) << "no purger for " << freed / MiB << " MiB kept for reuse";
+  if (rss_is_meaningful())
+    EXPECT_LE(after_idle + freed / 2, after_free) << "freed slices still resident after 2 s without an allocator call";
+  for (char* p : blocks) tenon_free(p);
+}
+
 bool env_is(const char* name, const char* value) {
   const char* v = std::getenv(name);
   return v && std::strcmp(v, value) == 0;

@@ -102,6 +102,7 @@ class arena {
   bool purge_slice(chunk* c, unsigned i, stats_t* st);
   unsigned purge_run(chunk* c, unsigned first, unsigned n, stats_t* st);
   void mark_over_cap(chunk* c, std::uint64_t keep, std::uint32_t now);
+  void count_kept(std::int64_t slices);
   void trim_marked(chunk* c, std::uint32_t now, stats_t* st);
   void purge_due_by(std::uint32_t when);
   std::uint64_t oldest_past_grace(chunk* c, std::uint64_t candidates, unsigned want, std::uint32_t now);
@@ -120,6 +121,9 @@ class arena {
   std::atomic<std::uint32_t> marked_{0};
   // The background purger: not started, starting, running, failed (see purger.ipp).
   std::atomic<int> purger_state_{0};
+  // Free resident slices of all chunks, counted only while the purger may
+  // still start lazily (count_kept, purger.ipp).
+  std::atomic<std::int64_t> kept_slices_{0};
   purge_hook hook_;
   void* hook_context_;
   stats_t shared_stats_{};
