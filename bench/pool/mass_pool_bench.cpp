@@ -13,6 +13,12 @@
 //   atomic_slots  one global atomic counter handing out slots of one
 //                 preallocated region: the simple design whose shared
 //                 fetch_add is the bottleneck mass_pool avoids
+//   writes_only   the floor of any creation from fresh memory: each thread
+//                 writes its share of the elements into its own part of one
+//                 such region, no claim at all (what is left is the page
+//                 faults, the kernel's zeroing of fresh pages and the
+//                 stores); its "create vs new_tenon" is the best ratio any
+//                 pool could reach on this machine
 //   new_glibc     new E per object, delete per object, glibc malloc
 //   new_tenon     the same program re-executed with LD_PRELOAD=libtenon.so
 //
@@ -166,11 +172,13 @@ Result bench_pool(std::uint64_t n, unsigned threads, bool dense, bool keep, bool
   return r;
 }
 
+// Preallocated (lazily committed, huge-page advised) like the pool's blocks,
+// so the only difference is how a slot is claimed: one shared counter bumped
+// per element (atomic_slots), or none, each thread writing its own share
+// (writes_only).
 template <std::size_t S>
-Result bench_atomic_slots(std::uint64_t n, unsigned threads, bool sort) {
+Result bench_atomic_slots(std::uint64_t n, unsigned threads, bool sort, bool shared_counter) {
   using E = Elem<S>;
-  // Preallocated (lazily committed, huge-page advised) like the pool's blocks,
-  // so the only difference is one shared counter bumped per element.
   const std::size_t bytes = n * sizeof(E);
   alignas(64) static std::atomic<std::uint64_t> next{0};
   char* base = nullptr;
@@ -182,7 +190,19 @@ Result bench_atomic_slots(std::uint64_t n, unsigned threads, bool sort) {
         threads,
         [&](unsigned t) {
           std::uint64_t prev = ~0ull;
-          for (std::uint64_t i = share(n, threads, t); i > 0; --i) {
+          const std::uint64_t mine = share(n, threads, t);
+          if (!shared_counter) {
+            // The threads' shares side by side: thread t starts after the
+            // shares of threads 0 .. t-1.
+            std::uint64_t k = t * (n / threads) + std::min<std::uint64_t>(t, n % threads);
+            for (std::uint64_t i = mine; i > 0; --i, ++k) {
+              ::new (base + k * sizeof(E)) E(prev, i);
+              prev = k;
+            }
+            next.fetch_add(mine, std::memory_order_relaxed);
+            return;
+          }
+          for (std::uint64_t i = mine; i > 0; --i) {
             const std::uint64_t k = next.fetch_add(1, std::memory_order_relaxed);
             ::new (base + k * sizeof(E)) E(prev, i);
             prev = k;
@@ -269,8 +289,10 @@ Result run_variant(const std::string& v, std::size_t size, std::uint64_t n, unsi
     const bool dense = v == "mass_pool_dense", keep = v == "mass_pool_keep";
     return s16 ? bench_pool<16>(n, threads, dense, keep, sort) : bench_pool<64>(n, threads, dense, keep, sort);
   }
-  if (v == "atomic_slots")
-    return s16 ? bench_atomic_slots<16>(n, threads, sort) : bench_atomic_slots<64>(n, threads, sort);
+  if (v == "atomic_slots" || v == "writes_only") {
+    const bool shared = v == "atomic_slots";
+    return s16 ? bench_atomic_slots<16>(n, threads, sort, shared) : bench_atomic_slots<64>(n, threads, sort, shared);
+  }
   return s16 ? bench_new<16>(n, threads, sort) : bench_new<64>(n, threads, sort);
 }
 
@@ -400,8 +422,8 @@ bool wanted(const Config& c, const char* variant) {
   return list.find("," + std::string(variant) + ",") != std::string::npos;
 }
 
-const char* const kVariants[] = {"new_glibc", "new_tenon", "atomic_slots", "mass_pool", "mass_pool_dense",
-                                 "mass_pool_keep"};
+const char* const kVariants[] = {"new_glibc", "new_tenon", "atomic_slots", "writes_only", "mass_pool",
+                                 "mass_pool_dense", "mass_pool_keep"};
 constexpr std::size_t kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
 
 bool run_config(const Config& c, const std::string& tenon_so, bool have_tenon, bool warm) {
