@@ -51,7 +51,8 @@ template <class C>
 bool huge_maps<C>::cache_put(huge_header* h) {
   using platform = typename C::platform;
   [[maybe_unused]] section<typename C::sync, shared_structure::huge_cache> guard;
-  if (h->far || h->user != reinterpret_cast<char*>(h) + platform::page_size() || h->capacity() > kHugeCacheMaxBlock)
+  if (h->far || h->user != reinterpret_cast<char*>(h) + huge_detail::head_bytes<C>(platform::page_size()) ||
+      h->capacity() > kHugeCacheMaxBlock)
     return false;
   if (cache_bytes_.fetch_add(h->map_size, std::memory_order_relaxed) + h->map_size > kHugeCacheMaxTotal) {
     cache_bytes_.fetch_sub(h->map_size, std::memory_order_relaxed);
@@ -90,7 +91,8 @@ template <class C>
 void huge_maps<C>::split_tail(huge_header* h, std::size_t usable) {
   using platform = typename C::platform;
   const std::size_t page = platform::page_size();
-  std::size_t keep = page + usable;
+  const std::size_t head = huge_detail::head_bytes<C>(page);
+  std::size_t keep = head + usable;
   if (h->map_size < keep + kHugeSplitMin) return;
   std::size_t tail = h->map_size - keep;
   char* from = reinterpret_cast<char*>(h) + keep;
@@ -118,13 +120,11 @@ void huge_maps<C>::split_tail(huge_header* h, std::size_t usable) {
   }
   h->map_size = keep;
   chunks_->shared_stats().add_shared(stat_huge_remaps);  // the tail moved: the bytes mapped stay the same
-  // The tail came from the cached block's inaccessible part: its header page
-  // and first page open, as a cached block's are; the rest stays closed.
-  if constexpr (huge_detail::protects_cached<C>()) platform::protect(dest, 2 * page, true);
+  huge_detail::open_split_tail<C>(dest, page);
   auto* t = static_cast<huge_header*>(dest);
   t->map_size = tail;
-  t->usable = huge_detail::protects_cached<C>() ? page : tail - page;  // what is open: cache_put closes it
-  t->user = static_cast<char*>(dest) + page;
+  t->usable = huge_detail::protects_cached<C>() ? page : tail - head;  // what is open: cache_put closes it
+  t->user = static_cast<char*>(dest) + head;
   t->far = false;
   t->owner = nullptr;
   huge_detail::publish(t);

@@ -59,9 +59,35 @@ constexpr bool protects_cached() {
 // rest of the capacity (open_bytes), so a linear overflow out of a huge
 // block faults at the access instead of reaching the mapping above.
 template <class C>
+constexpr bool guards_huge() {
+  return protects_cached<C>() && has_guard_pages<C>();
+}
+template <class C>
 std::size_t guard_bytes() {
-  if constexpr (protects_cached<C>() && has_guard_pages<C>()) return C::platform::page_size();
+  if constexpr (guards_huge<C>()) return C::platform::page_size();
   else return 0;
+}
+
+// Such a config closes a page before the block's data too, between it and
+// the header page (the head guard): an underflow out of the block faults at
+// the access instead of writing the header page, which every lookup reads
+// (and, aligned, the pages between the two). A page-aligned block's data
+// starts head_bytes past its header: the header page, then the guard.
+template <class C>
+std::size_t head_bytes(std::size_t page) {
+  if constexpr (guards_huge<C>()) return 2 * page;
+  else return page;
+}
+
+// The pages between the header page and the user pointer closed (a fresh
+// block; again after an mremap) or opened (before one: mremap grows or moves
+// one VMA only). Nothing in other configs, whose blocks keep them open.
+template <class C>
+void guard_head(huge_header* h, bool accessible) {
+  if constexpr (guards_huge<C>()) {
+    char* from = reinterpret_cast<char*>(h) + C::platform::page_size();
+    if (h->user > from) C::platform::protect(from, static_cast<std::size_t>(h->user - from), accessible);
+  }
 }
 
 // The bytes [from, to) past the user pointer made accessible or not (both
@@ -88,10 +114,25 @@ void close_freed(huge_header* h) {
   if constexpr (protects_cached<C>()) guard_range<C>(h, C::platform::page_size(), h->usable, false);
 }
 
-// A growth that failed: the pages it opened close again; nullptr.
+// A tail split off a cached block (cache.ipp) comes from its inaccessible
+// part: its header page and first page open, as a cached block's are; the
+// rest stays closed, the head guard between the two included.
+template <class C>
+void open_split_tail(void* dest, std::size_t page) {
+  if constexpr (guards_huge<C>()) {
+    C::platform::protect(dest, page, true);
+    C::platform::protect(static_cast<char*>(dest) + head_bytes<C>(page), page, true);
+  } else if constexpr (protects_cached<C>()) {
+    C::platform::protect(dest, 2 * page, true);
+  }
+}
+
+// A growth that failed: the pages it opened close again, the head guard
+// too; nullptr.
 template <class C>
 void* close_again(huge_header* h, std::size_t open, std::size_t capacity) {
   guard_range<C>(h, open, capacity, false);
+  guard_head<C>(h, false);
   return nullptr;
 }
 

@@ -56,6 +56,7 @@ void* huge_maps<C>::alloc(std::size_t n, std::size_t align, bool* zeroed) {
   }
   std::size_t usable = huge_detail::round_up(n, page);
   const std::size_t guard = huge_detail::guard_bytes<C>();
+  const std::size_t head = huge_detail::head_bytes<C>(page);
   evict_expired();
   if (align <= page) {
     if (huge_header* h = cache_take(usable + guard)) {
@@ -73,8 +74,9 @@ void* huge_maps<C>::alloc(std::size_t n, std::size_t align, bool* zeroed) {
   char* user;
   bool far = align >= kChunkSize;
   if (!far) {
-    // Header at a 4 MiB boundary, user pointer in the same unit.
-    std::size_t off = align <= page ? page : align;
+    // Header at a 4 MiB boundary, user pointer in the same unit (past the
+    // head guard where the config has one).
+    std::size_t off = align <= head ? head : align;
     char* base = static_cast<char*>(platform::reserve(off + usable + guard, kChunkSize));
     if (!base) {
       errno = ENOMEM;
@@ -109,6 +111,7 @@ void* huge_maps<C>::alloc(std::size_t n, std::size_t align, bool* zeroed) {
     return nullptr;
   }
   huge_detail::guard_range<C>(h, usable, usable + guard, false);
+  huge_detail::guard_head<C>(h, false);
   huge_detail::publish(h);
   // Huge-page advice first, so that a pre-fault gets huge pages too.
   if (options().thp != huge_pages::off) platform::advise_huge(h, h->map_size);
@@ -156,7 +159,8 @@ template <class C>
 void* huge_maps<C>::reshape(huge_header* h, std::size_t n) {
   using platform = typename C::platform;
   const std::size_t page = platform::page_size();
-  if (h->far || h->user != reinterpret_cast<char*>(h) + page) return nullptr;
+  const std::size_t head = huge_detail::head_bytes<C>(page);
+  if (h->far || h->user != reinterpret_cast<char*>(h) + head) return nullptr;
   std::size_t usable = huge_detail::round_up(n, page);
   std::size_t capacity = h->capacity();
   std::size_t open = huge_detail::open_bytes<C>(h);
@@ -170,7 +174,7 @@ void* huge_maps<C>::reshape(huge_header* h, std::size_t n) {
     if (capacity / 16 > usable) {
       TENON_INJECT_POINT("huge.remap");
       // A live block shrunk so far keeps open no more than the mapping left.
-      if (resize_mapping(h, page + 2 * usable) && open > h->capacity()) open = h->capacity();
+      if (resize_mapping(h, head + 2 * usable) && open > h->capacity()) open = h->capacity();
     }
     // Only the pages asked for open; a shrink closes the ones given up.
     huge_detail::guard_range<C>(h, open, usable, true);
@@ -179,10 +183,12 @@ void* huge_maps<C>::reshape(huge_header* h, std::size_t n) {
     return h->user;
   }
   // mremap grows or moves one VMA only: the closed pages open first (the
-  // block then uses them all), and close again if the mapping cannot grow.
+  // block then uses them all, the head guard too), and close again if the
+  // mapping cannot grow.
   huge_detail::guard_range<C>(h, open, capacity, true);
+  huge_detail::guard_head<C>(h, true);
   TENON_INJECT_POINT("huge.remap");
-  std::size_t map_size = page + usable + guard;
+  std::size_t map_size = head + usable + guard;
   if (!resize_mapping(h, map_size)) {
     // Move the pages (no copy) to a fresh 4 MiB-aligned reservation. The
     // old range is free the instant the move succeeds and another thread's
@@ -205,11 +211,12 @@ void* huge_maps<C>::reshape(huge_header* h, std::size_t n) {
     count(stat_huge_remaps);
     count(stat_huge_bytes_unmapped, h->map_size);
     count(stat_huge_bytes_mapped, map_size);
-    h->user = static_cast<char*>(dest) + page;
+    h->user = static_cast<char*>(dest) + head;
     h->map_size = map_size;
     huge_detail::publish(h);
   }
   huge_detail::guard_range<C>(h, usable, usable + guard, false);  // the growth opened it
+  huge_detail::guard_head<C>(h, false);
   h->usable = usable;
   return h->user;
 }

@@ -49,6 +49,45 @@ TEST(SecureGuards, UnderflowOfLargeBlockFaultsAtTheAccess) {
   misuse_run r = run_misuse(TENON_MISUSE_PROGRAM, "underflow_8_256k", TENON_SECURE_LIBRARY);
   EXPECT_TRUE(stopped_at_misuse(r, SIGSEGV, "", false)) << r.describe();
 }
+// The 8 bytes before a live huge block: a guard page lies between the
+// block's header page and its data, so the write faults at the access
+// (before, it landed on the canary's header, or the huge header's page, and
+// was found at the free at best). Fresh, reused from the huge cache, and
+// aligned (a header page right below, or a unit below at 4 MiB alignment).
+TEST(SecureGuards, UnderflowOfFreshHugeBlockFaultsAtTheAccess) { expect_fault_at_access("huge_underflow"); }
+TEST(SecureGuards, UnderflowOfReusedHugeBlockFaultsAtTheAccess) {
+  SKIP_UNLESS_PRELOAD();
+  misuse_run r = probe(TENON_SECURE_LIBRARY, "huge_underflow_reused");
+  EXPECT_TRUE(r.printed("NOTE reused in place")) << "the probe must reuse the cached block: " << r.describe();
+  EXPECT_TRUE(stopped_at_misuse(r, SIGSEGV, "", false)) << r.describe();
+}
+TEST(SecureGuards, UnderflowOfAlignedHugeBlockFaultsAtTheAccess) { expect_fault_at_access("huge_underflow_aligned"); }
+TEST(SecureGuards, UnderflowOfFarAlignedHugeBlockFaultsAtTheAccess) { expect_fault_at_access("huge_underflow_far"); }
+
+// A huge block freed twice is reported, not a fault: its canary header (at
+// its end, so that the guard is right before the block) is closed while the
+// block waits in the huge cache, so the check reads the huge header's freed
+// mark instead.
+TEST(SecureGuards, DoubleFreeOfHugeBlockIsReported) {
+  SKIP_UNLESS_PRELOAD();
+  for (const char* c : {"huge_double_free", "huge_double_free_aligned"}) {
+    misuse_run r = probe(TENON_SECURE_LIBRARY, c);
+    EXPECT_TRUE(stopped_at_misuse(r, SIGABRT, "tenon: free\\(0x[0-9a-f]+\\): double free")) << c << ": " << r.describe();
+  }
+}
+
+// Huge blocks through every call (realloc across sizes, aligned, calloc,
+// cached blocks reused smaller and larger): contents and usable sizes kept,
+// no report; and the same under libtenon.so.
+TEST(SecureGuards, HugeBlocksWorkThroughEveryCall) {
+  SKIP_UNLESS_PRELOAD();
+  for (const char* lib : {TENON_SECURE_LIBRARY, TENON_PRELOAD_LIBRARY}) {
+    misuse_run r = probe(lib, "huge_blocks");
+    ASSERT_TRUE(r.exited && r.exit_code == 0 && r.printed("END")) << lib << ": " << r.describe();
+    EXPECT_EQ(note(r, "bad"), 0) << lib << ": " << r.describe();
+  }
+}
+
 // A large block of an aligned allocation freed twice: its header sits in
 // front of the aligned pointer, on a page of the inner block past its first,
 // which the quarantine closes while the block waits; the second free read
@@ -77,7 +116,7 @@ TEST(SecureGuards, LargeBlocksWorkThroughEveryCall) {
 // large overflow is then found by nothing: the block's slack takes it).
 TEST(SecureGuards, DefaultBuildHasNoGuards) {
   SKIP_UNLESS_PRELOAD();
-  for (const char* c : {"large_overflow", "chunk_end", "chunk_header_gap"}) {
+  for (const char* c : {"large_overflow", "huge_underflow", "huge_underflow_reused", "chunk_end", "chunk_header_gap"}) {
     misuse_run r = probe(TENON_PRELOAD_LIBRARY, c);
     if (r.exited && r.exit_code == 77) continue;  // not applicable with this page size
     EXPECT_TRUE(r.exited && r.exit_code == 0 && r.printed("DONE")) << c << ": " << r.describe();

@@ -6,6 +6,25 @@
  *                    block, up to two pages on: faults at the guard page
  *                    after the block (before the canary's check at free)
  *   huge_overflow    the same past a fresh 5 MiB block (a mapping of its own)
+ *   huge_underflow   write the 8 bytes before a fresh 5 MiB block: faults
+ *                    at the guard page between the block's header page and
+ *                    its data (before the canary's check at free)
+ *   huge_underflow_reused  the same before a 5 MiB block reused from the huge
+ *                    cache (NOTE reused in place|elsewhere)
+ *   huge_underflow_aligned  the same before posix_memalign's 5 MiB block at
+ *                    64 KiB alignment
+ *   huge_underflow_far  the same at 4 MiB alignment (the block's header a
+ *                    unit below it)
+ *   huge_blocks      huge blocks used as a program would: realloc growing,
+ *                    shrinking and moving them, aligned allocations, calloc,
+ *                    a cached block reused smaller and larger, small blocks
+ *                    at 4 to 16 MiB alignment; contents and
+ *                    malloc_usable_size checked; NOTE bad N; END
+ *   huge_double_free a 5 MiB block freed twice (ACCESS before the second
+ *                    free): the second free must be reported
+ *   huge_double_free_aligned  the same, the block from posix_memalign at
+ *                    4 KiB alignment (a block at a larger one is not cached
+ *                    but unmapped at its free: nothing of it is left to check)
  *   chunk_end        read the last slice of the chunk of a small block: the
  *                    guard between the chunk's blocks and whatever is mapped
  *                    above (the next chunk's header)
@@ -52,6 +71,23 @@ static void overflow(size_t n) {
   for (size_t i = n; i < n + 2 * 4096 + 64; ++i) ((volatile char*)p)[i] = 0x41;
   printf("DONE\n");
   free(p);
+}
+
+/* The 8 bytes before a live block, written. */
+static void underflow(char* p, const char* what) {
+  memset(p, 0x5a, 4096);
+  printf("ACCESS write the 8 bytes before %s %p\n", what, (void*)p);
+  fflush(stdout);
+  for (int i = 1; i <= 8; ++i) ((volatile char*)p)[-i] ^= 1;
+  printf("DONE\n");
+  fflush(stdout);
+  free(p);
+}
+
+static char* aligned(size_t align, size_t n) {
+  void* p = NULL;
+  if (posix_memalign(&p, align, n) != 0 || !p) exit(2);
+  return p;
 }
 
 static void fill(char* p, size_t n, unsigned seed) {
@@ -117,6 +153,70 @@ static long large_blocks(void) {
   return bad;
 }
 
+/* The mismatches (contents, usable size) over the huge-block cases. */
+static long huge_blocks(void) {
+  static const size_t sizes[] = {2 * MIB + 1, 3 * MIB, 5 * MIB + 100, 12 * MIB, 33 * MIB};
+  const size_t nsizes = sizeof sizes / sizeof sizes[0];
+  long bad = 0;
+  for (size_t i = 0; i < nsizes; ++i) {
+    size_t n = sizes[i];
+    char* p = malloc(n);
+    if (!p) exit(2);
+    if (malloc_usable_size(p) < n) ++bad;
+    fill(p, n, (unsigned)i);
+    for (size_t j = 0; j < nsizes; ++j) {  /* to every other size and back */
+      size_t m = sizes[j];
+      char* q = realloc(p, m);
+      if (!q) exit(2);
+      if (!filled(q, n < m ? n : m, (unsigned)i) && n <= m) ++bad;
+      if (malloc_usable_size(q) < m) ++bad;
+      fill(q, m, (unsigned)j);
+      p = realloc(q, n);
+      if (!p) exit(2);
+      fill(p, n, (unsigned)i);
+    }
+    if (!filled(p, n, (unsigned)i)) ++bad;
+    free(p);
+    for (size_t align = 16; align <= 8 * MIB; align *= 4) {  /* 4 MiB: a header a unit below */
+      char* a = aligned(align, n);
+      if ((uintptr_t)a % align || malloc_usable_size(a) < n) ++bad;
+      fill(a, n, (unsigned)align);
+      if (!filled(a, n, (unsigned)align)) ++bad;
+      free(a);
+    }
+    char* z = calloc(1, n);
+    if (!z) exit(2);
+    for (size_t k = 0; k < n; k += 4096)
+      if (z[k]) ++bad;
+    free(z);
+  }
+  /* A cached 33 MiB block reused for less, then for more. */
+  for (size_t i = 0; i < nsizes; ++i) {
+    char* big = malloc(33 * MIB);
+    if (!big) exit(2);
+    fill(big, 33 * MIB, 7);
+    free(big);
+    char* p = malloc(sizes[i]);
+    if (!p) exit(2);
+    fill(p, sizes[i], (unsigned)i);
+    char* q = malloc(40 * MIB);
+    if (!q) exit(2);
+    fill(q, 40 * MIB, 9);
+    if (!filled(p, sizes[i], (unsigned)i) || !filled(q, 40 * MIB, 9)) ++bad;
+    free(q);
+    free(p);
+  }
+  /* Small blocks at alignments only a huge block gives (a unit or more). */
+  for (size_t align = 4 * MIB; align <= 16 * MIB; align *= 2) {
+    char* a = aligned(align, 100);
+    if ((uintptr_t)a % align || malloc_usable_size(a) < 100) ++bad;
+    fill(a, 100, 3);
+    if (!filled(a, 100, 3)) ++bad;
+    free(a);
+  }
+  return bad;
+}
+
 static long count_maps(void) {
   FILE* f = fopen("/proc/self/maps", "r");
   if (!f) return -1;
@@ -139,6 +239,34 @@ int main(int argc, char** argv) {
     overflow(200 * KIB);
   } else if (!strcmp(c, "huge_overflow")) {
     overflow(5 * MIB + 100);
+  } else if (!strcmp(c, "huge_underflow")) {
+    char* p = malloc(5 * MIB + 100);
+    if (!p) return 2;
+    underflow(p, "a fresh huge block");
+  } else if (!strcmp(c, "huge_underflow_reused")) {
+    char* p = malloc(5 * MIB + 100);
+    if (!p) return 2;
+    memset(p, 0x5a, 5 * MIB + 100);
+    free(p);
+    char* q = malloc(5 * MIB + 100);
+    if (!q) return 2;
+    printf("NOTE reused %s\n", q == p ? "in place" : "elsewhere");
+    underflow(q, "a reused huge block");
+  } else if (!strcmp(c, "huge_underflow_aligned")) {
+    underflow(aligned(64 * KIB, 5 * MIB), "a huge block aligned to 64 KiB");
+  } else if (!strcmp(c, "huge_underflow_far")) {
+    underflow(aligned(4 * MIB, 5 * MIB), "a huge block aligned to 4 MiB");
+  } else if (!strcmp(c, "huge_blocks")) {
+    printf("NOTE bad %ld\n", huge_blocks());
+  } else if (!strcmp(c, "huge_double_free") || !strcmp(c, "huge_double_free_aligned")) {
+    char* p = strcmp(c, "huge_double_free") ? aligned(4 * KIB, 5 * MIB) : malloc(5 * MIB);
+    if (!p) return 2;
+    memset(p, 0x5a, 5 * MIB);
+    free(p);
+    printf("ACCESS free %p again\n", (void*)p);
+    fflush(stdout);
+    free(p);
+    printf("DONE\n");
   } else if (!strcmp(c, "chunk_end") || !strcmp(c, "chunk_header_gap")) {
     char* p = malloc(64);
     if (!p) return 2;

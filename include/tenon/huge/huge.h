@@ -29,6 +29,11 @@ struct huge_header {
   }
 };
 
+// Whether h's block is freed: waiting in the huge cache, with usable 0 (set
+// before it is published there). Readable by whoever holds the block's start:
+// the header page stays open while the block waits.
+inline bool huge_is_freed(const huge_header* h) { return h->usable == 0; }
+
 // The header of a huge block, or nullptr if p is not the start of one.
 huge_header* huge_lookup(const void* p);
 // Is p inside the range a huge block maps in the unit where its user pointer
@@ -47,9 +52,9 @@ class huge_maps {
   // block is known to read as zeros.
   void* alloc(std::size_t n, std::size_t align, bool* zeroed);
   void free(huge_header* h);
-  // A block in the cache has usable 0 (set before it is published there):
-  // a free that finds it so is a double free. Read only by a caller holding
-  // p, the block's start (so the header is mapped).
+  // A block in the cache has usable 0 (huge_is_freed): a free that finds it
+  // so is a double free. Read only by a caller holding p, the block's start
+  // (so the header is mapped).
   static bool is_freed(const huge_header* h) { return h->usable == 0; }
   // Grow or shrink without copying; nullptr if it cannot (caller copies).
   void* resize(huge_header* h, std::size_t n);

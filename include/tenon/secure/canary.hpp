@@ -18,20 +18,25 @@
 // is exactly that size), sized frees check the size. Every failure is one
 // report_misuse line and SIGABRT.
 //
-// A block that is the start of a large block of Inner's (above the small
-// classes; the engine puts a guard page before it in guarded configs) keeps
-// its header at the end instead, in the last 16 bytes of Inner's block, so
-// that the 8 bytes before p are the guard page and an underflow faults at
-// the access:
+// A block that is the start of a large or huge block of Inner's (above the
+// small classes; in guarded configs the engine puts a guard page before
+// both) keeps its header at the end instead, in the last 16 bytes of Inner's
+// block, so that the 8 bytes before p are the guard page and an underflow
+// faults at the access:
 //
-//   large inner block: [ user's n bytes ][ canary ]...[ size | tag ]
-//                      ^ p                           (Inner's usable end)
+//   large or huge inner block: [ user's n bytes ][ canary ]...[ size | tag ]
+//                              ^ p                           (Inner's usable end)
 //
 // Which layout a pointer has is told by p alone: only a page-aligned p is
-// looked up (is it a large span's block start?), at its allocation and at
-// every check, so both agree. An aligned allocation served by a large block
-// is that block's start too; any other aligned allocation's p is past its
-// inner block's start and keeps the header before it.
+// looked up (is it a large span's block start, or a huge block's?), at its
+// allocation and at every check, so both agree. An aligned allocation that
+// Inner serves with a large or huge block (past the small classes in size or
+// alignment) is that block's start too; any other aligned allocation's p is
+// past its inner block's start and keeps the header before it.
+//
+// A freed huge block waits in Inner's huge cache closed past its first page
+// (huge_detail.h), its header at the end with it: a second free or a check
+// reads the huge header's freed mark instead (the header page stays open).
 //
 // Pointers that are not in tenon's memory (foreign: handed out by glibc
 // before tenon was loaded) pass through untouched.
@@ -59,21 +64,24 @@ struct canary : pass_through<Inner> {
   static void* alloc(std::size_t n) noexcept {
     auto* q = static_cast<char*>(Inner::alloc(n + kHeader + kTail));
     if (!q) return nullptr;
-    if (__builtin_expect((reinterpret_cast<std::uintptr_t>(q) & 4095) == 0, 0) && starts_large_block(q))
+    if (__builtin_expect((reinterpret_cast<std::uintptr_t>(q) & 4095) == 0, 0) && starts_inner_block(q))
       return seal(q, n, 0);
     return seal(q + kHeader, n, kHeader);
   }
 
-  // A request Inner serves as a large block is given that block itself, its
-  // header at the end like alloc's large blocks: with the header before p,
-  // an alignment past a page put it on a page of the inner block that the
-  // quarantine closes while the block waits, where a second free could not
-  // read it (SIGSEGV instead of the report). Inner's limits are tested
-  // first and its answer checked (a huge block goes back: the layout below).
+  // A request Inner serves as a large or huge block (past the small classes
+  // in size or alignment) is given that block itself, its header at the end
+  // like alloc's: with the header before p, an alignment past a page put it
+  // on a page of the inner block that the quarantine or the huge cache
+  // closes while the block waits, where a second free could not read it
+  // (SIGSEGV instead of the report), the underflow guard was `align` bytes
+  // away, and at 4 MiB alignment p was past the unit where the huge block is
+  // known (free did not find it). Inner's answer is checked (the layout
+  // below if it is not such a block).
   static void* alloc_aligned(std::size_t align, std::size_t n) noexcept {
     if (align <= kHeader) return alloc(n);
     std::size_t need = n + kHeader + kTail;
-    if (need > kMaxSmall && align < kMaxLarge && need <= kMaxLarge - align) return alloc_aligned_large(align, n);
+    if ((need > kMaxSmall || align > kMaxSmall) && need > n) return alloc_aligned_start(align, n);
     return alloc_aligned_behind(align, n);
   }
 
@@ -132,10 +140,10 @@ struct canary : pass_through<Inner> {
   // Out of line: inlined, it changed GCC's choices for the whole layer
   // (check_block was no longer inlined into free: 273 -> 300 instructions a
   // malloc(32)+free pair).
-  [[gnu::noinline]] static void* alloc_aligned_large(std::size_t align, std::size_t n) noexcept {
+  [[gnu::noinline]] static void* alloc_aligned_start(std::size_t align, std::size_t n) noexcept {
     auto* q = static_cast<char*>(Inner::alloc_aligned(align, n + kHeader + kTail));
     if (!q) return nullptr;
-    if (starts_large_block(q)) return seal(q, n, 0);
+    if (starts_inner_block(q)) return seal(q, n, 0);
     Inner::dealloc(q);
     return alloc_aligned_behind(align, n);
   }
@@ -148,38 +156,61 @@ struct canary : pass_through<Inner> {
   }
 
   // Whether p starts a large block of Inner's (a page-aligned block start
-  // of a large span): its header is at the end (above).
-  static bool starts_large_block(const void* p) {
-    if (!lookup::in_chunk(p)) return false;
+  // of a large span) or a huge one: its header is at the end (above).
+  static bool starts_inner_block(const void* p) {
+    return lookup::in_chunk(p) ? starts_large_span(p) : starts_huge_block(p);
+  }
+  static bool starts_large_span(const void* p) {
     const span* s = lookup::span_of(p);
     return s->kind == span_kind::large && s->free == p;
   }
+  // Out of line: the small blocks' page-aligned path stays as it was.
+  [[gnu::noinline]] static bool starts_huge_block(const void* p) { return huge_lookup(p) != nullptr; }
 
-  // Where p's header is: the 16 bytes before p, or the last 16 of a large
-  // inner block that p starts. Only a pointer 4 KiB aligned (no page is
-  // smaller) is looked up, out of line: one test and branch for the others.
-  static char* header_of(const char* p) {
-    if (__builtin_expect((reinterpret_cast<std::uintptr_t>(p) & 4095) == 0, 0)) return aligned_header_of(p);
+  // Where the header of p is, checked by op: the 16 bytes before p, or the
+  // last 16 of a large or huge inner block that p starts. Only a pointer
+  // 4 KiB aligned (no page is smaller) is looked up, out of line: one test
+  // and branch for the others.
+  static char* header_of(const char* p, const char* op) {
+    if (__builtin_expect((reinterpret_cast<std::uintptr_t>(p) & 4095) == 0, 0)) return aligned_header_of(p, op);
     return const_cast<char*>(p) - kHeader;
   }
-  [[gnu::noinline]] static char* aligned_header_of(const char* p) {
-    if (starts_large_block(p)) return const_cast<char*>(p) + Inner::usable_size(p) - kHeader;
+  [[gnu::noinline]] static char* aligned_header_of(const char* p, const char* op) {
+    if (lookup::in_chunk(p)) {
+      if (starts_large_span(p)) return end_header_of(p);
+    } else if (const huge_header* h = huge_lookup(p)) {
+      // Freed, its end is closed (or no longer its end): the huge header says.
+      if (huge_is_freed(h)) report_misuse(op, p, op[0] == 'f' ? "double free" : "block already freed", 0);
+      return end_header_of(p);
+    }
     return const_cast<char*>(p) - kHeader;
+  }
+  // The header of a block that starts Inner's (offset 0): at its end. Seal
+  // calls it, not header_of: with header_of's lookup in it, GCC stopped
+  // inlining seal into alloc (the secure malloc(32)+free pair 273 -> 300).
+  [[gnu::noinline]] static char* end_header_of(const char* p) {
+    return const_cast<char*>(p) + Inner::usable_size(p) - kHeader;
   }
 
   static void* seal(char* p, std::size_t n, std::size_t offset) {
     std::uint64_t key = key_for(p);
     header h{n, key ^ (std::uint64_t{offset} << 1) ^ size_check(n)};
-    std::memcpy(offset ? p - kHeader : header_of(p), &h, sizeof h);
+    std::memcpy(offset ? p - kHeader : end_header_of(p), &h, sizeof h);
     std::uint64_t t = tail_of(key);
     std::memcpy(p + n, &t, sizeof t);
     return p;
   }
 
   // The header of p, checked; ends the program unless p is a live block.
-  static opened check_block(const char* p, const char* op) {
+  // Always in line, like give_back and the keys (secret.h): GCC's choice to
+  // inline the free path hung on the whole unit's growth budget (--param
+  // inline-unit-growth), which any change to the engine's code could tip
+  // (the huge head guard's did: the secure malloc(32)+free pair 273 -> 300
+  // instructions; check_block, give_back or secret() went out of line in
+  // turn as each was forced alone).
+  [[gnu::always_inline]] static opened check_block(const char* p, const char* op) {
     if (reinterpret_cast<std::uintptr_t>(p) & 15) report_misuse(op, p, "invalid pointer (not the start of a block)", 0);
-    char* at = header_of(p);
+    char* at = header_of(p, op);
     header h;
     std::memcpy(&h, at, sizeof h);
     std::uint64_t key = key_for(p);
@@ -196,7 +227,8 @@ struct canary : pass_through<Inner> {
     return {static_cast<std::size_t>(h.size), offset, key, at};
   }
 
-  static void give_back(char* p, const char* op, const std::size_t* sized) {
+  // Always in line: see check_block.
+  [[gnu::always_inline]] static void give_back(char* p, const char* op, const std::size_t* sized) {
     opened o = check_block(p, op);
     if (sized && *sized != o.size) report_misuse(op, p, "size does not match the block", o.size);
     // Freed: the size check leaves the tag (the size word becomes a link).
