@@ -76,6 +76,20 @@ TEST(SecureGuards, DoubleFreeOfHugeBlockIsReported) {
   }
 }
 
+// The same for huge blocks the cache does not keep: unmapped at the first
+// free, so the second finds nothing mapped there. Found outside the tests
+// (2026-11-27): the secure build ended by SIGSEGV with no line, where
+// libtenon.so reports the free.
+TEST(SecureGuards, DoubleFreeOfUnmappedHugeBlockIsReported) {
+  SKIP_UNLESS_PRELOAD();
+  for (const char* lib : {TENON_SECURE_LIBRARY, TENON_PRELOAD_LIBRARY})
+    for (const char* c : {"huge_double_free_unmapped", "huge_double_free_unmapped_aligned"}) {
+      misuse_run r = probe(lib, c);
+      EXPECT_TRUE(stopped_at_misuse(r, SIGABRT, "tenon: free\\(0x[0-9a-f]+\\): (double free|invalid pointer)"))
+          << lib << " " << c << ": " << r.describe();
+    }
+}
+
 // Huge blocks through every call (realloc across sizes, aligned, calloc,
 // cached blocks reused smaller and larger): contents and usable sizes kept,
 // no report; and the same under libtenon.so.

@@ -25,6 +25,11 @@
  *   huge_double_free_aligned  the same, the block from posix_memalign at
  *                    4 KiB alignment (a block at a larger one is not cached
  *                    but unmapped at its free: nothing of it is left to check)
+ *   huge_double_free_unmapped  the same with blocks the huge cache does not
+ *                    keep, unmapped at their first free: 100 MiB, and 5 MiB
+ *                    at 64 KiB alignment; the second free must still be
+ *                    reported (it ended by SIGSEGV, with no line, until
+ *                    2026-11-27)
  *   chunk_end        read the last slice of the chunk of a small block: the
  *                    guard between the chunk's blocks and whatever is mapped
  *                    above (the next chunk's header)
@@ -262,6 +267,16 @@ int main(int argc, char** argv) {
     char* p = strcmp(c, "huge_double_free") ? aligned(4 * KIB, 5 * MIB) : malloc(5 * MIB);
     if (!p) return 2;
     memset(p, 0x5a, 5 * MIB);
+    free(p);
+    printf("ACCESS free %p again\n", (void*)p);
+    fflush(stdout);
+    free(p);
+    printf("DONE\n");
+  } else if (!strcmp(c, "huge_double_free_unmapped") || !strcmp(c, "huge_double_free_unmapped_aligned")) {
+    int big = !strcmp(c, "huge_double_free_unmapped");
+    char* p = big ? malloc(100 * MIB) : aligned(64 * KIB, 5 * MIB);
+    if (!p) return 2;
+    p[0] = 1;
     free(p);
     printf("ACCESS free %p again\n", (void*)p);
     fflush(stdout);
