@@ -164,6 +164,28 @@ TEST(Foreign, NotAGlibcBlock) {
   }
 }
 
+// Nothing mapped in the 16 bytes before p (a huge block's old address once
+// unmapped, a made-up pointer): malloc_usable_size and realloc answer as for
+// any pointer that is no glibc block, without reading there (they crashed,
+// like glibc's, until 2026-11-27; the secure build's quarantine asks the
+// size of every freed pointer, so its free crashed on such a pointer too:
+// security.SecureGuards.DoubleFreeOfUnmappedHugeBlockIsReported).
+TEST(Foreign, NothingMappedBeforeIt) {
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  auto* area = static_cast<unsigned char*>(mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE,
+                                                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(area, MAP_FAILED);
+  ASSERT_EQ(munmap(area, page), 0);  // the page before p: nothing mapped
+  unsigned char* p = area + page;
+  p[0] = 0x5a;
+  EXPECT_EQ(tenon_malloc_usable_size(p), 0u);
+  errno = 0;
+  EXPECT_EQ(tenon_realloc(p, 100), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(p[0], 0x5a);
+  munmap(p, page);
+}
+
 TEST(ForeignDeathTest, FreeOfNotAGlibcBlockEndsTheProgram) {
   for (const NotAGlibcHeader& h : kNotGlibcHeaders) {
     unsigned char* p = fake_block(h);
