@@ -8,11 +8,21 @@
 
 namespace tenon::foreign {
 
+namespace {
+
+// glibc's header is the 16 bytes before a 16-aligned p, in p - 16's page.
+// Nothing mapped there: no allocator's block (a huge block's old address
+// after realloc moved it or its free unmapped it, or a made-up pointer), and
+// reading it would fault. (A misaligned p is no glibc block: read_glibc_chunk
+// rejects it before reading.)
+bool nothing_mapped_before(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0 && !os::is_mapped(static_cast<const char*>(p) - 16);
+}
+
+}  // namespace
+
 void free(void* p) {
-  // glibc's header is the 16 bytes before a 16-aligned p, in p - 16's page.
-  // Nothing mapped there: no allocator's block (a huge block's old address
-  // after realloc moved it, or a made-up pointer), and reading it would fault.
-  if (reinterpret_cast<std::uintptr_t>(p) % 16 == 0 && !os::is_mapped(static_cast<char*>(p) - 16))
+  if (nothing_mapped_before(p))
     report_misuse("free", p, "invalid pointer (nothing mapped there: not a block, or one already freed)", 0);
   // No glibc header either (glibc's own free checks the same and aborts:
   // "free(): invalid pointer", "invalid size"): a stack or static buffer,
@@ -25,7 +35,7 @@ void free(void* p) {
 
 resize plan_resize(const void* p, std::size_t n, std::size_t* usable) {
   os::glibc_chunk c;
-  if (!os::read_glibc_chunk(p, &c)) return resize::invalid;
+  if (nothing_mapped_before(p) || !os::read_glibc_chunk(p, &c)) return resize::invalid;
   // Staying costs nothing: moving a heap block out would copy it and still
   // keep its old place (see free).
   if (n <= c.usable && (!c.mapping || n >= c.usable / 2)) return resize::stay;
@@ -35,7 +45,7 @@ resize plan_resize(const void* p, std::size_t n, std::size_t* usable) {
 
 std::size_t usable_size(const void* p) {
   os::glibc_chunk c;
-  return os::read_glibc_chunk(p, &c) ? c.usable : 0;
+  return !nothing_mapped_before(p) && os::read_glibc_chunk(p, &c) ? c.usable : 0;
 }
 
 }  // namespace tenon::foreign

@@ -24,7 +24,8 @@ void free(void* p);
 enum class resize { stay, move, invalid };
 resize plan_resize(const void* p, std::size_t n, std::size_t* usable);
 
-// The block's usable size from its header; 0 if p is not a glibc block.
+// The block's usable size from its header; 0 if p is not a glibc block
+// (also when nothing is mapped before p: checked first, then read).
 std::size_t usable_size(const void* p);
 
 }  // namespace tenon::foreign
