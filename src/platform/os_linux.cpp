@@ -101,6 +101,34 @@ void* reserve_at_aligned_hint(std::size_t size, std::size_t align) {
   errno = ENOMEM;
   return nullptr;
 }
+
+// reserve's aligned attempts, the cheapest in address space first.
+void* reserve_aligned_attempts(std::size_t size, std::size_t align) {
+  // A whole number of alignment units (a chunk) is tried at its exact size
+  // first: the kernel hands out ranges top-down, right below the last one,
+  // so a run of chunks comes out aligned without the extra `align` of
+  // address space an over-reservation needs (which under an address-space
+  // limit may not fit when the chunk does).
+  if (size % align == 0) {
+    void* p = map_anon(size);
+    if (p && is_aligned(p, align)) return p;
+    if (p) munmap(p, size);
+  }
+  if (void* p = reserve_trimmed(size, align)) return p;
+  return reserve_at_aligned_hint(size, align);
+}
+
+// The aligned cases of reserve. Attempts that fail before one succeeds leave
+// their errno (ENOMEM of an over-reservation under an address-space limit,
+// EEXIST of a refused MAP_FIXED_NOREPLACE hint): a successful call leaves
+// the caller's errno as it was, as glibc's malloc does.
+void* reserve_aligned(std::size_t size, std::size_t align) {
+  int saved = errno;
+  void* p = reserve_aligned_attempts(size, align);
+  if (p) errno = saved;
+  return p;
+}
+
 }  // namespace
 
 bool set_memory_source(const memory_source& source) {
@@ -121,19 +149,9 @@ void* reserve(std::size_t size, std::size_t align) {
   }
   note_reserved();
   if (align <= page_size()) return map_anon(size);
-  // A whole number of alignment units (a chunk) is tried at its exact size
-  // first: the kernel hands out ranges top-down, right below the last one,
-  // so a run of chunks comes out aligned without the extra `align` of
-  // address space an over-reservation needs (which under an address-space
-  // limit may not fit when the chunk does).
-  if (size % align == 0) {
-    void* p = map_anon(size);
-    if (p && is_aligned(p, align)) return p;
-    if (p) munmap(p, size);
-  }
-  if (void* p = reserve_trimmed(size, align)) return p;
-  return reserve_at_aligned_hint(size, align);
+  return reserve_aligned(size, align);
 }
+
 
 void release(void* p, std::size_t size) {
   int saved = errno;
