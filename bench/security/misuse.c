@@ -412,6 +412,7 @@ static const misuse_case kCases[] = {
   CASE("underflow_8_8", "overflow", "8 bytes before the start, 8 B", underflow_8, B8),
   CASE("underflow_8_4k", "overflow", "8 bytes before the start, 4 KiB", underflow_8, K4),
   CASE("underflow_8_256k", "overflow", "8 bytes before the start, 256 KiB", underflow_8, K256),
+  CASE("underflow_8_4m", "overflow", "8 bytes before the start, 4 MiB", underflow_8, M4),
   CASE("write_after_free_64", "use after free", "1 byte in the middle of a freed 64 B block", write_after_free, 64),
   CASE("write_after_free_4k", "use after free", "1 byte in the middle of a freed 4 KiB block", write_after_free, K4),
   CASE("write_after_free_256k", "use after free", "1 byte in the middle of a freed 256 KiB block", write_after_free, K256),
