@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/build-peers.sh [BUILD]: builds the peers that Debian does not ship
-# (mimalloc 3, a current mimalloc 2, snmalloc, rpmalloc) as preloadable
+# (mimalloc 3, a current mimalloc 2 and the same in its secure mode, snmalloc,
+# rpmalloc) as preloadable
 # libraries in BUILD/peers (default build/peers), from the C/C++ sources that
 # their Rust -sys crates carry. cargo fetches the crates (versions pinned
 # below) into BUILD/peers/vendor; nothing of theirs enters the repository.
@@ -24,7 +25,11 @@ mkdir -p "$peers/log"
 MIMALLOC_CRATE=libmimalloc-sys MIMALLOC_PIN=0.1.49  # carries mimalloc 2 and 3
 SNMALLOC_CRATE=snmalloc-sys SNMALLOC_PIN=0.7.6
 RPMALLOC_CRATE=rpmalloc-sys RPMALLOC_PIN=0.2.3
-NAMES=(mimalloc3 mimalloc2-src snmalloc rpmalloc)
+NAMES=(mimalloc3 mimalloc2-src mimalloc-secure snmalloc rpmalloc)
+# mimalloc's secure mode, the anchor the hardened build is measured against
+# beside scudo (issue 11): guard pages, encoded free lists, double-free
+# detection, randomised allocation (MI_SECURE=4, its highest level).
+MIMALLOC_SECURE_FLAGS=(-DMI_SECURE=4)
 
 # Release flags as each project's own build uses them for a shared library
 # on Linux with GCC: mimalloc's CMakeLists.txt (its crate lacks the cmake/
@@ -50,6 +55,8 @@ recipe() {  # recipe NAME: every input of NAME's build, one line
   case $1 in
     mimalloc3|mimalloc2-src)
       echo "$MIMALLOC_CRATE=$MIMALLOC_PIN $1 $CC ${MIMALLOC_CFLAGS[*]} ${MIMALLOC_LIBS[*]} | $(tool_version "$CC" --version)" ;;
+    mimalloc-secure)
+      echo "$MIMALLOC_CRATE=$MIMALLOC_PIN $1 $CC ${MIMALLOC_CFLAGS[*]} ${MIMALLOC_SECURE_FLAGS[*]} ${MIMALLOC_LIBS[*]} | $(tool_version "$CC" --version)" ;;
     snmalloc)
       echo "$SNMALLOC_CRATE=$SNMALLOC_PIN ${SNMALLOC_CMAKE[*]} | $(tool_version "$CXX" --version) | $(tool_version cmake --version)" ;;
     rpmalloc)
@@ -137,14 +144,15 @@ mimalloc_version() {  # 30302 -> 3.3.2
   [ -n "$v" ] && echo "$((v / 10000)).$((v / 100 % 100)).$((v % 100))"
 }
 
-build_mimalloc() {  # build_mimalloc NAME v2|v3
-  local src out log=$peers/log/$1.log
-  src=$(crate_dir "$MIMALLOC_CRATE" "$MIMALLOC_PIN")/c_src/mimalloc/$2 || { skip "$1" "crate $MIMALLOC_CRATE not vendored"; return; }
-  out=$peers/$1.build.so
-  if "$CC" "${MIMALLOC_CFLAGS[@]}" -shared -I"$src/include" "$src/src/static.c" -o "$out" "${MIMALLOC_LIBS[@]}" >"$log" 2>&1; then
-    done_ok "$1" "$out" "mimalloc $(mimalloc_version "$src") from crate $MIMALLOC_CRATE $MIMALLOC_PIN"
+build_mimalloc() {  # build_mimalloc NAME v2|v3 [EXTRA_CFLAGS...]
+  local name=$1 v=$2 src out log=$peers/log/$1.log
+  shift 2
+  src=$(crate_dir "$MIMALLOC_CRATE" "$MIMALLOC_PIN")/c_src/mimalloc/$v || { skip "$name" "crate $MIMALLOC_CRATE not vendored"; return; }
+  out=$peers/$name.build.so
+  if "$CC" "${MIMALLOC_CFLAGS[@]}" "$@" -shared -I"$src/include" "$src/src/static.c" -o "$out" "${MIMALLOC_LIBS[@]}" >"$log" 2>&1; then
+    done_ok "$name" "$out" "mimalloc $(mimalloc_version "$src")${*:+ ($*)} from crate $MIMALLOC_CRATE $MIMALLOC_PIN"
   else
-    skip "$1" "compile failed (log/$1.log): $(grep -m1 -i error "$log" | cut -c1-160)"
+    skip "$name" "compile failed (log/$name.log): $(grep -m1 -i error "$log" | cut -c1-160)"
   fi
   rm -f "$out"
 }
@@ -180,6 +188,7 @@ for n in "${todo[@]}"; do
   case $n in
     mimalloc3) build_mimalloc mimalloc3 v3 ;;
     mimalloc2-src) build_mimalloc mimalloc2-src v2 ;;
+    mimalloc-secure) build_mimalloc mimalloc-secure v2 "${MIMALLOC_SECURE_FLAGS[@]}" ;;
     snmalloc) build_snmalloc ;;
     rpmalloc) build_rpmalloc ;;
   esac

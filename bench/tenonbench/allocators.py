@@ -21,7 +21,7 @@ PEERS = [
 # Peers Debian does not ship, built from their crates' sources by
 # scripts/build-peers.sh: BUILD/peers/NAME.so and NAME.version, or
 # NAME.skipped with the reason the build gave.
-SOURCE_PEERS = ["mimalloc3", "mimalloc2-src", "snmalloc", "rpmalloc"]
+SOURCE_PEERS = ["mimalloc3", "mimalloc2-src", "mimalloc-secure", "snmalloc", "rpmalloc"]
 
 # scudo (LLVM's hardened allocator) ships in LLVM's compiler runtime, not as
 # a library of its own: Debian's libclang-rt-N-dev. Its standalone build is
