@@ -36,6 +36,9 @@
 // Pointers that are not in tenon's memory (foreign: handed out by glibc
 // before tenon was loaded) pass through untouched.
 #pragma once
+#include <errno.h>
+#include <stdint.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -56,12 +59,14 @@ struct canary : pass_through<Inner> {
   static constexpr std::size_t kTail = 8;
   static constexpr std::uint64_t kFreed = 1;
 
+  // malloc and operator new pass n on unchecked (layer.hpp): a size past
+  // PTRDIFF_MAX would wrap to a tiny block once the header and canary are
+  // added. The test is here, in line, so that in a stack whose outer layer
+  // has refused such sizes already (zero_size's one signed test) it folds
+  // away; the block itself is made out of line, as before.
   static void* alloc(std::size_t n) noexcept {
-    auto* q = static_cast<char*>(Inner::alloc(n + kHeader + kTail));
-    if (!q) return nullptr;
-    if (__builtin_expect((reinterpret_cast<std::uintptr_t>(q) & 4095) == 0, 0) && starts_large_block(q))
-      return seal(q, n, 0);
-    return seal(q + kHeader, n, kHeader);
+    if (__builtin_expect(n > kMaxRequest, 0)) return refuse();
+    return alloc_fitting(n);
   }
 
   // A request Inner serves as a large block is given that block itself, its
@@ -70,8 +75,12 @@ struct canary : pass_through<Inner> {
   // quarantine closes while the block waits, where a second free could not
   // read it (SIGSEGV instead of the report). Inner's limits are tested
   // first and its answer checked (a huge block goes back: the layout below).
+  // A request whose inner block (n, the alignment and the canary) would pass
+  // PTRDIFF_MAX is refused: no block can be that big, and Inner is not asked
+  // for one (the layer contract).
   static void* alloc_aligned(std::size_t align, std::size_t n) noexcept {
     if (align <= kHeader) return alloc(n);
+    if (n > kMaxRequest - kTail || align > kMaxRequest - kTail - n) return refuse();
     std::size_t need = n + kHeader + kTail;
     if (need > kMaxSmall && align < kMaxLarge && need <= kMaxLarge - align) return alloc_aligned_large(align, n);
     return alloc_aligned_behind(align, n);
@@ -128,6 +137,27 @@ struct canary : pass_through<Inner> {
   // The tag's top 24 bits hold a check of the size word, so that an
   // overwritten size is caught before the canary is looked for behind it.
   static std::uint64_t size_check(std::uint64_t n) { return ((n * 0x9e3779b97f4a7c15ull) >> 40) << 40; }
+
+  // The largest n a block can be asked for (the C standard's PTRDIFF_MAX):
+  // n plus the header and canary, or plus an alignment, stays below SIZE_MAX.
+  static constexpr std::size_t kMaxRequest = static_cast<std::size_t>(PTRDIFF_MAX);
+
+  [[gnu::cold, gnu::noinline]] static void* refuse() noexcept {
+    errno = ENOMEM;
+    return nullptr;
+  }
+
+  // alloc's block, n at most kMaxRequest. Out of line, as alloc was before
+  // its test moved in front: inlined into alloc's callers, it used up GCC's
+  // growth budget for the unit, and check_block was no longer inlined into
+  // free (273 -> 310 instructions a malloc(32)+free pair).
+  [[gnu::noinline]] static void* alloc_fitting(std::size_t n) noexcept {
+    auto* q = static_cast<char*>(Inner::alloc(n + kHeader + kTail));
+    if (!q) return nullptr;
+    if (__builtin_expect((reinterpret_cast<std::uintptr_t>(q) & 4095) == 0, 0) && starts_large_block(q))
+      return seal(q, n, 0);
+    return seal(q + kHeader, n, kHeader);
+  }
 
   // Out of line: inlined, it changed GCC's choices for the whole layer
   // (check_block was no longer inlined into free: 273 -> 300 instructions a
