@@ -11,7 +11,9 @@
 //     all but its first and last pages (which keep the header an outer layer
 //     checks): a read or write after free there faults at the access
 //     (SIGSEGV).
-// Others (blocks of 16 bytes or less, huge blocks) go back at once.
+// Others (blocks of 16 bytes or less, huge blocks) go back at once, and so do
+// pointers that are not in tenon's memory (glibc's blocks: the default
+// build's foreign path).
 // One layer for both pools, not one over the other, so that a block is looked
 // up once on its way in and once on its way out.
 //
@@ -36,6 +38,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "tenon/huge/huge.h"
 #include "tenon/layer.hpp"
 #include "tenon/lookup/chunk_map.h"
 #include "tenon/lookup/slice_index.h"
@@ -83,8 +86,10 @@ struct quarantine : pass_through<Inner> {
   }
 
  private:
-  // Every other free: a block of another size or kind, or no ring yet.
+  // Every other free: a block of another size or kind, or no ring yet, or
+  // a pointer tenon did not hand out.
   [[gnu::noinline]] static void dealloc_other(void* p) {
+    if (!tenons(p)) return Inner::dealloc(p);
     std::size_t n = block_size(p);
     if (n <= kMaxSmallBlock && n > kKept) {
       zero_words(static_cast<unsigned char*>(p) + kKept, zeroed(n) - kKept);
@@ -210,6 +215,14 @@ struct quarantine : pass_through<Inner> {
   }
 
   static std::size_t zeroed(std::size_t n) { return n < kZeroed ? n : kZeroed; }
+
+  // Whether p is in tenon's memory: a chunk's, or a huge block's start. Any
+  // other pointer (a glibc block from before tenon was loaded, or one no
+  // allocator handed out) goes on to Inner at once, to the default build's
+  // foreign path: held here, a block glibc had mapped on its own stayed
+  // mapped (and closed by guard()) instead of being unmapped, and a small
+  // one was zeroed.
+  static bool tenons(const void* p) { return lookup::is_regular(p) || lookup::in_chunk(p) || huge_lookup(p); }
 
   // Inner's usable size, the common case (a small block in a chunk with a
   // table slot) read in line from its span.
