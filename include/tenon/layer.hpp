@@ -27,7 +27,11 @@ namespace tenon {
 
 // What every layer provides. Callers (the standard names, an outer layer)
 // have already checked what the C standard asks of the arguments: `align` is
-// a power of two, sizes are at most PTRDIFF_MAX.
+// a power of two, sizes are at most PTRDIFF_MAX. But for alloc and
+// alloc_zeroed: malloc, calloc and operator new pass their n on unchecked
+// (a test there would cost the default build's fast path; the engine
+// refuses what it cannot serve), so a layer that adds bytes to n must
+// refuse a size past PTRDIFF_MAX itself (secure/zero_size.hpp, canary.hpp).
 template <class L>
 concept layer = requires(std::size_t n, std::size_t align, void* p, const void* cp) {
   // A block of at least n bytes (n == 0 too: a unique block), aligned to at least 16 bytes when n >= 16, else 8; nullptr with errno = ENOMEM when none can be had.

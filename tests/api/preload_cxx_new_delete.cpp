@@ -4,6 +4,8 @@
 //   behaviour  new_handler loop then std::bad_alloc, nothrow -> nullptr,
 //              alignment up to 4 MiB, sized and aligned deletes
 //   handler_throws  nothrow forms return nullptr when the handler throws
+// A second argument `secure`: the preloaded library is libtenon-secure.so,
+// which must give the same answers (g_secure is where one would differ).
 // Built with -fno-builtin -fno-allocation-dce so every call stays as written.
 #include <dlfcn.h>
 
@@ -43,7 +45,11 @@ int run_symbols() {
 
 volatile std::size_t g_impossible = SIZE_MAX - 64;  // volatile: no folding, no warnings
 volatile std::size_t g_impossible2 = static_cast<std::size_t>(PTRDIFF_MAX) + 1;
+// Wraps to a small size if a layer adds its own bytes (a header, a canary) unchecked.
+volatile std::size_t g_impossible3 = SIZE_MAX;
 int g_handler_calls = 0;
+// Run against libtenon-secure.so.
+bool g_secure = false;
 
 // Called by operator new on failure; gives up (uninstalls itself) on the third call.
 void counting_handler() {
@@ -105,7 +111,7 @@ void expect_nothrow_null(const char* what, F call) {
 
 void failures() {
   const std::align_val_t a64{64};
-  for (volatile std::size_t* size : {&g_impossible, &g_impossible2}) {
+  for (volatile std::size_t* size : {&g_impossible, &g_impossible2, &g_impossible3}) {
     const std::size_t n = *size;
     expect_handler_then_bad_alloc("operator new", [n] { return ::operator new(n); });
     expect_handler_then_bad_alloc("operator new[]", [n] { return ::operator new[](n); });
@@ -182,7 +188,8 @@ void plain_and_sized() {
 }
 
 void aligned_forms() {
-  for (std::size_t a = 16; a <= (std::size_t{4} << 20); a *= 2) {
+  const std::size_t max_align = std::size_t{4} << 20;
+  for (std::size_t a = 16; a <= max_align; a *= 2) {
     const std::align_val_t al{a};
     for (std::size_t n : {std::size_t{1}, a - 1, a, a + 1, 3 * a}) {
       void* p = ::operator new(n, al);
@@ -274,8 +281,9 @@ int run_behaviour() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s symbols|behaviour|handler_throws\n", argv[0]);
+  g_secure = argc == 3 && !std::strcmp(argv[2], "secure");
+  if (argc != 2 && !g_secure) {
+    std::fprintf(stderr, "usage: %s symbols|behaviour|handler_throws [secure]\n", argv[0]);
     return 2;
   }
   int failed;

@@ -41,6 +41,9 @@
 // Pointers that are not in tenon's memory (foreign: handed out by glibc
 // before tenon was loaded) pass through untouched.
 #pragma once
+#include <errno.h>
+#include <stdint.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -61,12 +64,14 @@ struct canary : pass_through<Inner> {
   static constexpr std::size_t kTail = 8;
   static constexpr std::uint64_t kFreed = 1;
 
+  // malloc and operator new pass n on unchecked (layer.hpp): a size past
+  // PTRDIFF_MAX would wrap to a tiny block once the header and canary are
+  // added. The test is here, in line, so that in a stack whose outer layer
+  // has refused such sizes already (zero_size's one signed test) it folds
+  // away; the block itself is made out of line, as before.
   static void* alloc(std::size_t n) noexcept {
-    auto* q = static_cast<char*>(Inner::alloc(n + kHeader + kTail));
-    if (!q) return nullptr;
-    if (__builtin_expect((reinterpret_cast<std::uintptr_t>(q) & 4095) == 0, 0) && starts_inner_block(q))
-      return seal(q, n, 0);
-    return seal(q + kHeader, n, kHeader);
+    if (__builtin_expect(n > kMaxRequest, 0)) return refuse();
+    return alloc_fitting(n);
   }
 
   // A request Inner serves as a large or huge block (past the small classes
@@ -78,8 +83,12 @@ struct canary : pass_through<Inner> {
   // away, and at 4 MiB alignment p was past the unit where the huge block is
   // known (free did not find it). Inner's answer is checked (the layout
   // below if it is not such a block).
+  // A request whose inner block (n, the alignment and the canary) would pass
+  // PTRDIFF_MAX is refused: no block can be that big, and Inner is not asked
+  // for one (the layer contract).
   static void* alloc_aligned(std::size_t align, std::size_t n) noexcept {
     if (align <= kHeader) return alloc(n);
+    if (n > kMaxRequest - kTail || align > kMaxRequest - kTail - n) return refuse();
     std::size_t need = n + kHeader + kTail;
     if ((need > kMaxSmall || align > kMaxSmall) && need > n) return alloc_aligned_start(align, n);
     return alloc_aligned_behind(align, n);
@@ -136,6 +145,27 @@ struct canary : pass_through<Inner> {
   // The tag's top 24 bits hold a check of the size word, so that an
   // overwritten size is caught before the canary is looked for behind it.
   static std::uint64_t size_check(std::uint64_t n) { return ((n * 0x9e3779b97f4a7c15ull) >> 40) << 40; }
+
+  // The largest n a block can be asked for (the C standard's PTRDIFF_MAX):
+  // n plus the header and canary, or plus an alignment, stays below SIZE_MAX.
+  static constexpr std::size_t kMaxRequest = static_cast<std::size_t>(PTRDIFF_MAX);
+
+  [[gnu::cold, gnu::noinline]] static void* refuse() noexcept {
+    errno = ENOMEM;
+    return nullptr;
+  }
+
+  // alloc's block, n at most kMaxRequest. Out of line, as alloc was before
+  // its test moved in front: inlined into alloc's callers, it used up GCC's
+  // growth budget for the unit, and check_block was no longer inlined into
+  // free (273 -> 310 instructions a malloc(32)+free pair).
+  [[gnu::noinline]] static void* alloc_fitting(std::size_t n) noexcept {
+    auto* q = static_cast<char*>(Inner::alloc(n + kHeader + kTail));
+    if (!q) return nullptr;
+    if (__builtin_expect((reinterpret_cast<std::uintptr_t>(q) & 4095) == 0, 0) && starts_inner_block(q))
+      return seal(q, n, 0);
+    return seal(q + kHeader, n, kHeader);
+  }
 
   // Out of line: inlined, it changed GCC's choices for the whole layer
   // (check_block was no longer inlined into free: 273 -> 300 instructions a
@@ -202,12 +232,7 @@ struct canary : pass_through<Inner> {
   }
 
   // The header of p, checked; ends the program unless p is a live block.
-  // Always in line, like give_back and the keys (secret.h): GCC's choice to
-  // inline the free path hung on the whole unit's growth budget (--param
-  // inline-unit-growth), which any change to the engine's code could tip
-  // (the huge head guard's did: the secure malloc(32)+free pair 273 -> 300
-  // instructions; check_block, give_back or secret() went out of line in
-  // turn as each was forced alone).
+  // Always in line, as give_back: on the free path (secret.h says why).
   [[gnu::always_inline]] static opened check_block(const char* p, const char* op) {
     if (reinterpret_cast<std::uintptr_t>(p) & 15) report_misuse(op, p, "invalid pointer (not the start of a block)", 0);
     char* at = header_of(p, op);

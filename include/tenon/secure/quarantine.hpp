@@ -11,7 +11,9 @@
 //     all but its first and last pages (which keep the header an outer layer
 //     checks): a read or write after free there faults at the access
 //     (SIGSEGV).
-// Others (blocks of 16 bytes or less, huge blocks) go back at once.
+// Others (blocks of 16 bytes or less, huge blocks) go back at once, and so do
+// pointers that are not in tenon's memory (glibc's blocks: the default
+// build's foreign path).
 // One layer for both pools, not one over the other, so that a block is looked
 // up once on its way in and once on its way out.
 //
@@ -28,14 +30,17 @@
 // that can be released (tenon::heap_layer), always the shared slots, which
 // release() can reach from any thread. Lock-free either way: no free waits
 // for another thread. trim() gives back the shared slots' blocks and the
-// calling thread's ring (another thread's ring is its own); release() every
-// waiting block before a heap underneath drops everything.
+// calling thread's ring (another thread's ring is its own), and so does an
+// allocation Inner fails, before its one retry (at an address-space limit,
+// the blocks just freed are reused at once); release() every waiting block
+// before a heap underneath drops everything.
 #pragma once
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
+#include "tenon/huge/huge.h"
 #include "tenon/layer.hpp"
 #include "tenon/lookup/chunk_map.h"
 #include "tenon/lookup/slice_index.h"
@@ -66,10 +71,23 @@ struct quarantine : pass_through<Inner> {
     if (out.p) leave_small(out.p, out.n);
   }
 
+  // An allocation Inner fails (ENOMEM: an address-space limit, a memory
+  // source run dry) gives back the blocks waiting here that this thread can
+  // reach without waiting for another, as malloc_trim does (flush), and is
+  // tried once more: at a limit, the blocks freed just before are had again,
+  // as in the default build. The retry is out of line: one test of the
+  // answer, which the caller makes anyway.
+  static void* alloc(std::size_t n) noexcept {
+    void* p = Inner::alloc(n);
+    return __builtin_expect(p != nullptr, 1) ? p : alloc_after_flush(n);
+  }
+  static void* alloc_aligned(std::size_t align, std::size_t n) noexcept {
+    void* p = Inner::alloc_aligned(align, n);
+    return __builtin_expect(p != nullptr, 1) ? p : alloc_aligned_after_flush(align, n);
+  }
+
   static int trim(std::size_t pad) noexcept {
-    drain_shared();
-    if (kRings)
-      if (ring* r = mine().r) drain_ring(r);
+    flush();
     return layer_ops<Inner>::trim(pad);
   }
 
@@ -83,8 +101,10 @@ struct quarantine : pass_through<Inner> {
   }
 
  private:
-  // Every other free: a block of another size or kind, or no ring yet.
+  // Every other free: a block of another size or kind, or no ring yet, or
+  // a pointer tenon did not hand out.
   [[gnu::noinline]] static void dealloc_other(void* p) {
+    if (!tenons(p)) return Inner::dealloc(p);
     std::size_t n = block_size(p);
     if (n <= kMaxSmallBlock && n > kKept) {
       zero_words(static_cast<unsigned char*>(p) + kKept, zeroed(n) - kKept);
@@ -106,6 +126,26 @@ struct quarantine : pass_through<Inner> {
     } else if (void* out = wait_shared(p, n, false)) {
       leave_large(out, block_size(out));
     }
+  }
+
+  // Inner's errno (ENOMEM) stands when nothing was waiting; a retry that
+  // fails sets it again.
+  [[gnu::cold, gnu::noinline]] static void* alloc_after_flush(std::size_t n) {
+    return flush() ? Inner::alloc(n) : nullptr;
+  }
+  [[gnu::cold, gnu::noinline]] static void* alloc_aligned_after_flush(std::size_t align, std::size_t n) {
+    return flush() ? Inner::alloc_aligned(align, n) : nullptr;
+  }
+
+  // The blocks of the shared slots and of the calling thread's ring leave
+  // (checked, accessible again); another thread's ring is its own. One
+  // atomic exchange a shared slot, plain loads and stores on the ring: no
+  // wait for another thread. Whether any block left.
+  static bool flush() {
+    bool any = drain_shared();
+    if (kRings)
+      if (ring* r = mine().r) any |= drain_ring(r);
+    return any;
   }
 
   // Rings over the process allocator; a releasable heap keeps the shared
@@ -189,27 +229,48 @@ struct quarantine : pass_through<Inner> {
     os::release(r, ring_bytes());
   }
 
-  static void drain_ring(ring* r) {
+  // Both drains: whether any block left.
+  static bool drain_ring(ring* r) {
+    bool any = false;
     for (entry& e : r->small)
       if (entry out = e; out.p) {
         e = {nullptr, 0};
         leave_small(out.p, out.n);
+        any = true;
       }
     for (entry& e : r->large)
       if (entry out = e; out.p) {
         e = {nullptr, 0};
         leave_large(out.p, out.n);
+        any = true;
       }
+    return any;
   }
 
-  static void drain_shared() {
+  static bool drain_shared() {
+    bool any = false;
     for (std::size_t i = 0; i < kSmallSlots * kStripes; ++i)
-      if (void* out = small_slots()[i].exchange(nullptr, std::memory_order_acq_rel)) leave_small(out, block_size(out));
+      if (void* out = small_slots()[i].exchange(nullptr, std::memory_order_acq_rel)) {
+        leave_small(out, block_size(out));
+        any = true;
+      }
     for (std::size_t i = 0; i < kLargeSlots * kStripes; ++i)
-      if (void* out = large_slots()[i].exchange(nullptr, std::memory_order_acq_rel)) leave_large(out, block_size(out));
+      if (void* out = large_slots()[i].exchange(nullptr, std::memory_order_acq_rel)) {
+        leave_large(out, block_size(out));
+        any = true;
+      }
+    return any;
   }
 
   static std::size_t zeroed(std::size_t n) { return n < kZeroed ? n : kZeroed; }
+
+  // Whether p is in tenon's memory: a chunk's, or a huge block's start. Any
+  // other pointer (a glibc block from before tenon was loaded, or one no
+  // allocator handed out) goes on to Inner at once, to the default build's
+  // foreign path: held here, a block glibc had mapped on its own stayed
+  // mapped (and closed by guard()) instead of being unmapped, and a small
+  // one was zeroed.
+  static bool tenons(const void* p) { return lookup::is_regular(p) || lookup::in_chunk(p) || huge_lookup(p); }
 
   // Inner's usable size, the common case (a small block in a chunk with a
   // table slot) read in line from its span.
