@@ -120,7 +120,14 @@ void huge_maps<C>::split_tail(huge_header* h, std::size_t usable) {
   }
   h->map_size = keep;
   chunks_->shared_stats().add_shared(stat_huge_remaps);  // the tail moved: the bytes mapped stay the same
-  huge_detail::open_split_tail<C>(dest, page);
+  // A tail whose header page would not open (RLIMIT_DATA) is given back to
+  // the system rather than written: nothing names it yet.
+  if (!huge_detail::open_split_tail<C>(dest, page)) {
+    count(stat_huge_unmaps);
+    count(stat_huge_bytes_unmapped, tail);
+    platform::release(dest, tail);
+    return;
+  }
   auto* t = static_cast<huge_header*>(dest);
   t->map_size = tail;
   t->usable = huge_detail::protects_cached<C>() ? page : tail - head;  // what is open: cache_put closes it

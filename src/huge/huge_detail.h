@@ -91,12 +91,15 @@ void guard_head(huge_header* h, bool accessible) {
 }
 
 // The bytes [from, to) past the user pointer made accessible or not (both
-// page multiples; nothing when empty).
+// page multiples; nothing when empty). False if the kernel refused: opening
+// pages counts against RLIMIT_DATA, and a refused open must not hand out
+// the block (reshape).
 template <class C>
-void guard_range(huge_header* h, std::size_t from, std::size_t to, bool accessible) {
+bool guard_range(huge_header* h, std::size_t from, std::size_t to, bool accessible) {
   if constexpr (protects_cached<C>()) {
-    if (to > from) C::platform::protect(h->user + from, to - from, accessible);
+    if (to > from) return C::platform::protect(h->user + from, to - from, accessible);
   }
+  return true;
 }
 
 // The bytes past the user pointer a block's user may reach now: its usable
@@ -117,14 +120,17 @@ void close_freed(huge_header* h) {
 // A tail split off a cached block (cache.ipp) comes from its inaccessible
 // part: its header page and first page open, as a cached block's are; the
 // rest stays closed, the head guard between the two included.
+// False if the kernel refused (RLIMIT_DATA): the tail's header page may be
+// closed, and the caller must not write it.
 template <class C>
-void open_split_tail(void* dest, std::size_t page) {
+bool open_split_tail(void* dest, std::size_t page) {
   if constexpr (guards_huge<C>()) {
-    C::platform::protect(dest, page, true);
-    C::platform::protect(static_cast<char*>(dest) + head_bytes<C>(page), page, true);
+    return C::platform::protect(dest, page, true) &&
+           C::platform::protect(static_cast<char*>(dest) + head_bytes<C>(page), page, true);
   } else if constexpr (protects_cached<C>()) {
-    C::platform::protect(dest, 2 * page, true);
+    return C::platform::protect(dest, 2 * page, true);
   }
+  return true;
 }
 
 // A growth that failed: the pages it opened close again, the head guard

@@ -176,8 +176,14 @@ void* huge_maps<C>::reshape(huge_header* h, std::size_t n) {
       // A live block shrunk so far keeps open no more than the mapping left.
       if (resize_mapping(h, head + 2 * usable) && open > h->capacity()) open = h->capacity();
     }
-    // Only the pages asked for open; a shrink closes the ones given up.
-    huge_detail::guard_range<C>(h, open, usable, true);
+    // Only the pages asked for open; a shrink closes the ones given up. An
+    // open the kernel refuses (RLIMIT_DATA) fails the request instead of
+    // handing out closed pages: the caller maps afresh or copies (realloc),
+    // or answers ENOMEM.
+    if (!huge_detail::guard_range<C>(h, open, usable, true)) {
+      huge_detail::guard_range<C>(h, open, usable, false);  // what it opened, if anything
+      return nullptr;
+    }
     huge_detail::guard_range<C>(h, usable, open, false);
     h->usable = usable;
     return h->user;

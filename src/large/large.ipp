@@ -48,15 +48,21 @@ void guard_block(span* s, char* p) {
   live_guards<C>().fetch_sub(1, std::memory_order_relaxed);
 }
 
-// The guards opened again before the run goes back to the arena.
+// The guards opened again before the run goes back to the arena; false if
+// the kernel refused either: making a page writable again counts against
+// RLIMIT_DATA (the closed page had given its share to whatever came next),
+// and splitting a mapping against vm.max_map_count. A run with a closed page
+// left inside must not be reused: the next block there would fault at the
+// access (preload.data_limit).
 template <class C>
-void unguard(span* s, char* p) {
-  if (!s->guarded) return;
+bool unguard(span* s, char* p) {
+  if (!s->guarded) return true;
   s->guarded = false;
   std::size_t page = C::platform::page_size();
-  C::platform::protect(p - page, page, true);
-  C::platform::protect(p + s->large_usable, page, true);
+  bool before = C::platform::protect(p - page, page, true);
+  bool after = C::platform::protect(p + s->large_usable, page, true);
   live_guards<C>().fetch_sub(1, std::memory_order_relaxed);
+  return before && after;
 }
 }  // namespace large_detail
 
@@ -110,7 +116,12 @@ void large_runs<C>::free(span* s, void* p, stats_t* st) {
   if (p != s->free) report_misuse("free", p, "invalid pointer (not the start of a block)", 0);
   if (!taken || s->used() != 1) report_misuse("free", p, "double free", s->large_usable);
   s->set_used(0);
-  if constexpr (has_guard_pages<C>()) large_detail::unguard<C>(s, static_cast<char*>(p));
+  if constexpr (has_guard_pages<C>()) {
+    // A guard that would not open: the run stays taken for good (its slices'
+    // `used` bits set, never released), a leak of at most 2 MiB rather than a
+    // block that faults. A second free of p is still a double free (used 0).
+    if (!large_detail::unguard<C>(s, static_cast<char*>(p))) return;
+  }
   chunks_->release_span(s, st);
 }
 
