@@ -118,7 +118,7 @@ struct quarantine : pass_through<Inner> {
       return;
     }
     if (n <= kKept || n > kMaxLargeBlock) return Inner::dealloc(p);
-    guard(p, n, false);
+    close_pages(p, n);
     ring* r = kRings ? mine().r : nullptr;
     if (r) {
       entry out = take_turn(r->large, r->large_turn, {p, n});
@@ -268,7 +268,7 @@ struct quarantine : pass_through<Inner> {
   // other pointer (a glibc block from before tenon was loaded, or one no
   // allocator handed out) goes on to Inner at once, to the default build's
   // foreign path: held here, a block glibc had mapped on its own stayed
-  // mapped (and closed by guard()) instead of being unmapped, and a small
+  // mapped (and closed by close_pages()) instead of being unmapped, and a small
   // one was zeroed.
   static bool tenons(const void* p) { return lookup::is_regular(p) || lookup::in_chunk(p) || huge_lookup(p); }
 
@@ -315,11 +315,32 @@ struct quarantine : pass_through<Inner> {
   // (where an outer layer keeps the header: before the block it gave out,
   // or at the end of a large block, canary.hpp), inaccessible or accessible
   // again.
-  static void guard(void* p, std::size_t n, bool accessible) {
+  // The pages of a large block of n bytes that wait closed: past its first
+  // page (the canary's header may be there) up to the kept tail.
+  struct pages {
+    void* start;
+    std::size_t bytes;
+  };
+  static pages closable(void* p, std::size_t n) {
     std::size_t page = os::page_size();
     auto start = (reinterpret_cast<std::uintptr_t>(p) + 2 * page - 1) & ~(page - 1);
     auto end = (reinterpret_cast<std::uintptr_t>(p) + n - kKept) & ~(page - 1);
-    if (end > start) os::protect(reinterpret_cast<void*>(start), end - start, accessible);
+    return {reinterpret_cast<void*>(start), end > start ? end - start : 0};
+  }
+
+  // Closing is best effort: a refusal leaves the block open, less guarded.
+  static void close_pages(void* p, std::size_t n) {
+    if (pages g = closable(p, n); g.bytes) os::protect(g.start, g.bytes, false);
+  }
+
+  // Opening is not: a page made writable again counts against RLIMIT_DATA,
+  // and a refused open leaves closed pages in the block (leave_large). False
+  // then. Out of line with leave_large: in line, the branch changed GCC's
+  // inlining for the whole unit (the secure malloc(32)+free pair 273 -> 283
+  // instructions).
+  static bool reopen_pages(void* p, std::size_t n) {
+    pages g = closable(p, n);
+    return !g.bytes || os::protect(g.start, g.bytes, true);
   }
 
   // A small block of n bytes leaves: its zeros are checked, then Inner has it.
@@ -329,8 +350,13 @@ struct quarantine : pass_through<Inner> {
     Inner::dealloc(p);
   }
 
-  static void leave_large(void* p, std::size_t n) {
-    guard(p, n, true);
+  // A large block leaves: open again, then Inner has it. One whose pages the
+  // kernel would not open (RLIMIT_DATA) is never handed back: Inner would
+  // give it out with closed pages, and its next user would fault at the
+  // first write (preload.data_limit). A leak of its size, and a second free
+  // of it is still reported (the canary's freed tag).
+  [[gnu::noinline]] static void leave_large(void* p, std::size_t n) {
+    if (__builtin_expect(!reopen_pages(p, n), 0)) return;
     Inner::dealloc(p);
   }
 
