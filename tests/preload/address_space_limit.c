@@ -41,6 +41,15 @@ static int set_limit(size_t bytes) {
   return setrlimit(RLIMIT_AS, &r);
 }
 
+/* Frees a list of blocks linked through their first word. */
+static void free_chain(void* head) {
+  while (head) {
+    void* next = *(void**)head;
+    free(head);
+    head = next;
+  }
+}
+
 /* The child: count BLOCK-byte blocks until malloc fails, then check the
  * failure and what works after it. Prints "COUNT n". */
 static int count_blocks(size_t limit_mib) {
@@ -91,11 +100,7 @@ static int count_blocks(size_t limit_mib) {
       free(p);
     }
   }
-  while (head) {
-    void* next = *(void**)head;
-    free(head);
-    head = next;
-  }
+  free_chain(head);
   fflush(stdout);
   return preload_failures ? 1 : 0;
 }
@@ -144,11 +149,7 @@ static int reuse_after_limit(size_t size, size_t limit_mib) {
     }
   }
   printf("REUSE %zu blocks of %zu B under %zu MiB: %s\n", n, size, limit_mib, preload_failures ? "FAILED" : "ok");
-  while (head) {
-    next = *(void**)head;
-    free(head);
-    head = next;
-  }
+  free_chain(head);
   fflush(stdout);
   return preload_failures ? 1 : 0;
 }
@@ -175,11 +176,7 @@ static int huge_at_limit(size_t limit_mib) {
   printf("at the limit, malloc(3 MiB) = %p, errno %d\n", p, errno);
   CHECK(!p || errno == 0, "a successful malloc(3 MiB) at the limit set errno to %d", errno);
   free(p);
-  while (head) {
-    void* next = *(void**)head;
-    free(head);
-    head = next;
-  }
+  free_chain(head);
   fflush(stdout);
   return preload_failures ? 1 : 0;
 }

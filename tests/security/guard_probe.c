@@ -105,44 +105,51 @@ static int filled(const char* p, size_t n, unsigned seed) {
   return p[n - 1] == (char)seed;
 }
 
+/* The mismatches (contents, usable size) of one size n among sizes[]: a
+ * block of n taken through realloc to every size and back, then aligned
+ * blocks of n up to max_align, then calloc's zeros. */
+static long one_size(size_t i, const size_t* sizes, size_t nsizes, size_t max_align) {
+  size_t n = sizes[i];
+  long bad = 0;
+  char* p = malloc(n);
+  if (!p) exit(2);
+  if (malloc_usable_size(p) < n) ++bad;
+  fill(p, n, (unsigned)i);
+  for (size_t j = 0; j < nsizes; ++j) {  /* to every other size and back */
+    size_t m = sizes[j];
+    char* q = realloc(p, m);
+    if (!q) exit(2);
+    if (!filled(q, n < m ? n : m, (unsigned)i) && n <= m) ++bad;
+    if (malloc_usable_size(q) < m) ++bad;
+    fill(q, m, (unsigned)j);
+    p = realloc(q, n);
+    if (!p) exit(2);
+    fill(p, n, (unsigned)i);
+  }
+  if (!filled(p, n, (unsigned)i)) ++bad;
+  free(p);
+  for (size_t align = 16; align <= max_align; align *= 4) {
+    char* a = aligned(align, n);
+    if ((uintptr_t)a % align || malloc_usable_size(a) < n) ++bad;
+    fill(a, n, (unsigned)align);
+    if (!filled(a, n, (unsigned)align)) ++bad;
+    free(a);
+  }
+  char* z = calloc(1, n);
+  if (!z) exit(2);
+  for (size_t k = 0; k < n; k += 4096)
+    if (z[k]) ++bad;
+  free(z);
+  return bad;
+}
+
 /* The mismatches (contents, usable size) over the large-block cases. */
 static long large_blocks(void) {
   static const size_t sizes[] = {32 * KIB - 40, 32 * KIB - 24, 32 * KIB, 40 * KIB, 64 * KIB - 24, 64 * KIB,
                                  200 * KIB, 256 * KIB, 2 * MIB - 4096, 2 * MIB - 24, 2 * MIB, 3 * MIB};
   const size_t nsizes = sizeof sizes / sizeof sizes[0];
   long bad = 0;
-  for (size_t i = 0; i < nsizes; ++i) {
-    size_t n = sizes[i];
-    char* p = malloc(n);
-    if (!p) exit(2);
-    if (malloc_usable_size(p) < n) ++bad;
-    fill(p, n, (unsigned)i);
-    for (size_t j = 0; j < nsizes; ++j) {  /* to every other size and back */
-      size_t m = sizes[j];
-      char* q = realloc(p, m);
-      if (!q) exit(2);
-      if (!filled(q, n < m ? n : m, (unsigned)i) && n <= m) ++bad;
-      if (malloc_usable_size(q) < m) ++bad;
-      p = realloc(q, n);
-      if (!p) exit(2);
-      fill(p, n, (unsigned)i);
-    }
-    if (!filled(p, n, (unsigned)i)) ++bad;
-    free(p);
-    for (size_t align = 16; align <= 2 * MIB; align *= 4) {
-      void* a = NULL;
-      if (posix_memalign(&a, align, n) != 0 || !a) exit(2);
-      if ((uintptr_t)a % align || malloc_usable_size(a) < n) ++bad;
-      fill(a, n, (unsigned)align);
-      if (!filled(a, n, (unsigned)align)) ++bad;
-      free(a);
-    }
-    char* z = calloc(1, n);
-    if (!z) exit(2);
-    for (size_t k = 0; k < n; k += 4096)
-      if (z[k]) ++bad;
-    free(z);
-  }
+  for (size_t i = 0; i < nsizes; ++i) bad += one_size(i, sizes, nsizes, 2 * MIB);
   /* Many live at once, freed in another order (through the quarantine). */
   char* live[64];
   for (int k = 0; k < 64; ++k) {
@@ -163,38 +170,8 @@ static long huge_blocks(void) {
   static const size_t sizes[] = {2 * MIB + 1, 3 * MIB, 5 * MIB + 100, 12 * MIB, 33 * MIB};
   const size_t nsizes = sizeof sizes / sizeof sizes[0];
   long bad = 0;
-  for (size_t i = 0; i < nsizes; ++i) {
-    size_t n = sizes[i];
-    char* p = malloc(n);
-    if (!p) exit(2);
-    if (malloc_usable_size(p) < n) ++bad;
-    fill(p, n, (unsigned)i);
-    for (size_t j = 0; j < nsizes; ++j) {  /* to every other size and back */
-      size_t m = sizes[j];
-      char* q = realloc(p, m);
-      if (!q) exit(2);
-      if (!filled(q, n < m ? n : m, (unsigned)i) && n <= m) ++bad;
-      if (malloc_usable_size(q) < m) ++bad;
-      fill(q, m, (unsigned)j);
-      p = realloc(q, n);
-      if (!p) exit(2);
-      fill(p, n, (unsigned)i);
-    }
-    if (!filled(p, n, (unsigned)i)) ++bad;
-    free(p);
-    for (size_t align = 16; align <= 8 * MIB; align *= 4) {  /* 4 MiB: a header a unit below */
-      char* a = aligned(align, n);
-      if ((uintptr_t)a % align || malloc_usable_size(a) < n) ++bad;
-      fill(a, n, (unsigned)align);
-      if (!filled(a, n, (unsigned)align)) ++bad;
-      free(a);
-    }
-    char* z = calloc(1, n);
-    if (!z) exit(2);
-    for (size_t k = 0; k < n; k += 4096)
-      if (z[k]) ++bad;
-    free(z);
-  }
+  /* Aligned up to 8 MiB: at 4 MiB, a header a unit below. */
+  for (size_t i = 0; i < nsizes; ++i) bad += one_size(i, sizes, nsizes, 8 * MIB);
   /* A cached 33 MiB block reused for less, then for more. */
   for (size_t i = 0; i < nsizes; ++i) {
     char* big = malloc(33 * MIB);
