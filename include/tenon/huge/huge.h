@@ -55,7 +55,7 @@ class huge_maps {
   // A block in the cache has usable 0 (huge_is_freed): a free that finds it
   // so is a double free. Read only by a caller holding p, the block's start
   // (so the header is mapped).
-  static bool is_freed(const huge_header* h) { return h->usable == 0; }
+  static bool is_freed(const huge_header* h) { return huge_is_freed(h); }
   // Grow or shrink without copying; nullptr if it cannot (caller copies).
   void* resize(huge_header* h, std::size_t n);
   // Drop every cached block; true if anything was released.

@@ -90,7 +90,7 @@ struct canary : pass_through<Inner> {
     if (align <= kHeader) return alloc(n);
     if (n > kMaxRequest - kTail || align > kMaxRequest - kTail - n) return refuse();
     std::size_t need = n + kHeader + kTail;
-    if ((need > kMaxSmall || align > kMaxSmall) && need > n) return alloc_aligned_start(align, n);
+    if (need > kMaxSmall || align > kMaxSmall) return alloc_aligned_start(align, n);
     return alloc_aligned_behind(align, n);
   }
 
