@@ -105,6 +105,15 @@ static int filled(const char* p, size_t n, unsigned seed) {
   return p[n - 1] == (char)seed;
 }
 
+/* free(p), then free(p) again after ACCESS: the second must be reported. */
+static void free_twice(char* p) {
+  free(p);
+  printf("ACCESS free %p again\n", (void*)p);
+  fflush(stdout);
+  free(p);
+  printf("DONE\n");
+}
+
 /* The mismatches (contents, usable size) of one size n among sizes[]: a
  * block of n taken through realloc to every size and back, then aligned
  * blocks of n up to max_align, then calloc's zeros. */
@@ -244,21 +253,13 @@ int main(int argc, char** argv) {
     char* p = strcmp(c, "huge_double_free") ? aligned(4 * KIB, 5 * MIB) : malloc(5 * MIB);
     if (!p) return 2;
     memset(p, 0x5a, 5 * MIB);
-    free(p);
-    printf("ACCESS free %p again\n", (void*)p);
-    fflush(stdout);
-    free(p);
-    printf("DONE\n");
+    free_twice(p);
   } else if (!strcmp(c, "huge_double_free_unmapped") || !strcmp(c, "huge_double_free_unmapped_aligned")) {
     int big = !strcmp(c, "huge_double_free_unmapped");
     char* p = big ? malloc(100 * MIB) : aligned(64 * KIB, 5 * MIB);
     if (!p) return 2;
     p[0] = 1;
-    free(p);
-    printf("ACCESS free %p again\n", (void*)p);
-    fflush(stdout);
-    free(p);
-    printf("DONE\n");
+    free_twice(p);
   } else if (!strcmp(c, "chunk_end") || !strcmp(c, "chunk_header_gap")) {
     char* p = malloc(64);
     if (!p) return 2;
