@@ -111,6 +111,12 @@ std::uint64_t share(std::uint64_t n, unsigned threads, unsigned t) {
   return n / threads + (t < n % threads ? 1 : 0);
 }
 
+// Where thread t's share starts when the shares lie side by side: after the
+// shares of threads 0 .. t-1.
+std::uint64_t share_start(std::uint64_t n, unsigned threads, unsigned t) {
+  return t * (n / threads) + std::min<std::uint64_t>(t, n % threads);
+}
+
 struct Result {
   double create_s = 0, release_s = 0;
   double recreate_s = 0;  // the second creation, after the release
@@ -177,7 +183,7 @@ Result bench_pool(std::uint64_t n, unsigned threads, bool dense, bool keep, bool
 // per element (atomic_slots), or none, each thread writing its own share
 // (writes_only).
 template <std::size_t S>
-Result bench_atomic_slots(std::uint64_t n, unsigned threads, bool sort, bool shared_counter) {
+Result bench_preallocated(std::uint64_t n, unsigned threads, bool sort, bool shared_counter) {
   using E = Elem<S>;
   const std::size_t bytes = n * sizeof(E);
   alignas(64) static std::atomic<std::uint64_t> next{0};
@@ -192,9 +198,7 @@ Result bench_atomic_slots(std::uint64_t n, unsigned threads, bool sort, bool sha
           std::uint64_t prev = ~0ull;
           const std::uint64_t mine = share(n, threads, t);
           if (!shared_counter) {
-            // The threads' shares side by side: thread t starts after the
-            // shares of threads 0 .. t-1.
-            std::uint64_t k = t * (n / threads) + std::min<std::uint64_t>(t, n % threads);
+            std::uint64_t k = share_start(n, threads, t);
             for (std::uint64_t i = mine; i > 0; --i, ++k) {
               ::new (base + k * sizeof(E)) E(prev, i);
               prev = k;
@@ -291,7 +295,7 @@ Result run_variant(const std::string& v, std::size_t size, std::uint64_t n, unsi
   }
   if (v == "atomic_slots" || v == "writes_only") {
     const bool shared = v == "atomic_slots";
-    return s16 ? bench_atomic_slots<16>(n, threads, sort, shared) : bench_atomic_slots<64>(n, threads, sort, shared);
+    return s16 ? bench_preallocated<16>(n, threads, sort, shared) : bench_preallocated<64>(n, threads, sort, shared);
   }
   return s16 ? bench_new<16>(n, threads, sort) : bench_new<64>(n, threads, sort);
 }
