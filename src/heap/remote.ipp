@@ -186,9 +186,17 @@ void thread_heaps<C>::free_remote_slow(heap_t* h, span* s, block* b) {
   // Its first free: the heap that owns the block, if that one is parked,
   // becomes this thread's (attach).
   void* dest = s->owner.load(std::memory_order_acquire);  // as in free_remote
-  if (h == &g_empty_heap<C> && (t_thread<C>.released || !(h = attach(dest, true)))) {
-    free_heapless(s, b);
-    return;
+  if (h == &g_empty_heap<C>) {
+    if (t_thread<C>.released || !(h = attach(dest, true))) {
+      free_heapless(s, b);
+      return;
+    }
+    // Read again: while this thread attached, the heap read above may have
+    // been given up (dissolved: s abandoned) and be the very heap it
+    // attached now, from the free-heap stack, or a heap taken over after it
+    // was parked again. Now that h is ours, s's owner reads h only if h
+    // owns s (nobody else can make a span h's).
+    dest = s->owner.load(std::memory_order_acquire);
   }
   if (dest == h) {  // the heap attached just now already owns it
     free_to_own_span(*this, h, s, b);
