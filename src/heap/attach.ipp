@@ -187,7 +187,13 @@ thread_heap<C>* thread_heaps<C>::trade_for_parked(heap_t* h) {
   t_thread<C>.current = p;
   if (long key = key_.load(std::memory_order_acquire); key != -1) os::thread_key_set(key, p);
   flush_remote(h);
-  h->inbox.store(kInboxClosed, std::memory_order_relaxed);  // nothing can be on it: it owns no span
+  // h owns no span, but a heap from the free-heap stack had its inbox
+  // reopened at the attach: a batch gathered for it while it still owned
+  // spans (before it was given up) may have arrived since. Its blocks go to
+  // their spans (the sort forwards what h does not own), as at release;
+  // a store of kInboxClosed over them lost them for good.
+  auto chain = h->inbox.exchange(kInboxClosed, std::memory_order_acquire);
+  sort_inbox_chain(h, reinterpret_cast<block*>(chain));
   h->st.add(stat_heaps_released);
   unsigned retries = free_heaps_.push(h->index + 1);
   if (retries) chunks_->shared_stats().add_shared(stat_retry_heap_stack, retries);
