@@ -40,6 +40,7 @@ void guard_block(span* s, char* p) {
     if (C::platform::protect(p - page, page, false)) {
       if (C::platform::protect(p + s->large_usable, page, false)) {
         s->guarded = true;
+        C::platform::owe_reopening(static_cast<std::ptrdiff_t>(2 * page));
         return;
       }
       C::platform::protect(p - page, page, true);
@@ -68,6 +69,7 @@ bool unguard(span* s, char* p) {
   s->guarded = false;
   std::size_t page = C::platform::page_size();
   bool opened = C::platform::protect(p - page, s->large_usable + 2 * page, true);
+  C::platform::owe_reopening(-static_cast<std::ptrdiff_t>(2 * page));  // opened, or given up with the run
   live_guards<C>().fetch_sub(1, std::memory_order_relaxed);
   return opened;
 }

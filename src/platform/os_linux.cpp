@@ -15,6 +15,7 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/random.h>
 #include <time.h>
@@ -140,6 +141,41 @@ bool set_memory_source(const memory_source& source) {
   return true;
 }
 
+namespace {
+
+// os::owe_reopening's count (bytes; relaxed: a bound checked on slow paths).
+std::atomic<std::ptrdiff_t> g_owed{0};
+
+// Whether a mapping just made leaves room, under RLIMIT_DATA, for the closed
+// bytes that will be opened again: a second mapping of that many bytes is
+// tried and given back at once (the kernel applies the limit to it as to
+// the pages' opening). Always when nothing is owed or the limit is infinite
+// (getrlimit: a system call, made only while something is owed).
+bool room_for_owed() {
+  std::ptrdiff_t owed = g_owed.load(std::memory_order_relaxed);
+  if (owed <= 0) return true;
+  int saved = errno;
+  struct rlimit lim;
+  bool limited = getrlimit(RLIMIT_DATA, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY;
+  void* probe = limited ? map_anon(static_cast<std::size_t>(owed)) : nullptr;
+  if (probe) munmap(probe, static_cast<std::size_t>(owed));
+  errno = saved;
+  return !limited || probe;
+}
+
+// A mapping from the kernel (no memory source), given back and refused
+// (ENOMEM) if it took the share of the limit that closed pages lent.
+void* checked(void* p, std::size_t size) {
+  if (!p || room_for_owed()) return p;
+  munmap(p, size);
+  errno = ENOMEM;
+  return nullptr;
+}
+
+}  // namespace
+
+void owe_reopening(std::ptrdiff_t bytes) { g_owed.fetch_add(bytes, std::memory_order_relaxed); }
+
 void* reserve(std::size_t size, std::size_t align) {
   TENON_INJECT_POINT("os.reserve");
   if (has_source()) {
@@ -148,8 +184,8 @@ void* reserve(std::size_t size, std::size_t align) {
     return p;
   }
   note_reserved();
-  if (align <= page_size()) return map_anon(size);
-  return reserve_aligned(size, align);
+  if (align <= page_size()) return checked(map_anon(size), size);
+  return checked(reserve_aligned(size, align), size);
 }
 
 

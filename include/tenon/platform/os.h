@@ -36,6 +36,17 @@ void* reserve_inaccessible(std::size_t size);
 // read-write again. False if the kernel refused.
 bool protect(void* p, std::size_t size, bool accessible);
 
+// Bytes closed (protect(..., false)) that will be opened again: a live
+// large block's guards, a large block waiting in quarantine. Linux counts
+// only writable pages against RLIMIT_DATA, so a closed page lends its share
+// of the limit to whatever is mapped next, and opening it again is refused
+// once that share is taken: a freed block that could never be reused
+// (preload.data_limit). reserve() does not take that share: under a finite
+// RLIMIT_DATA, a mapping that leaves no room for these bytes is given back
+// and refused (ENOMEM). Whoever closes such bytes adds them here, and takes
+// them off when it opens them again or gives up on them.
+void owe_reopening(std::ptrdiff_t bytes);
+
 // Whether the page holding p is mapped (mincore): a read of p then does not
 // fault for want of a mapping. A system call: slow paths only.
 bool is_mapped(const void* p);

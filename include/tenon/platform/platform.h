@@ -61,6 +61,7 @@ struct linux_platform {
   static void advise_huge(void* p, std::size_t size) { os::advise_huge(p, size); }
   // Not in the concept: asked only by configs that protect freed memory.
   static bool protect(void* p, std::size_t size, bool accessible) { return os::protect(p, size, accessible); }
+  static void owe_reopening(std::ptrdiff_t bytes) { os::owe_reopening(bytes); }
   static std::uint32_t now_ms() { return os::now_ms(); }
   static bool single_threaded() { return os::single_threaded(); }
   static bool start_thread(void* (*fn)(void*), void* arg) { return os::start_thread(fn, arg); }

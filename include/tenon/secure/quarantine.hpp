@@ -329,8 +329,11 @@ struct quarantine : pass_through<Inner> {
   }
 
   // Closing is best effort: a refusal leaves the block open, less guarded.
+  // Closed, its pages are owed their reopening (os::owe_reopening: under
+  // RLIMIT_DATA no mapping may take the share they lend meanwhile).
   static void close_pages(void* p, std::size_t n) {
-    if (pages g = closable(p, n); g.bytes) os::protect(g.start, g.bytes, false);
+    if (pages g = closable(p, n); g.bytes && os::protect(g.start, g.bytes, false))
+      os::owe_reopening(static_cast<std::ptrdiff_t>(g.bytes));
   }
 
   // Opening is not: a page made writable again counts against RLIMIT_DATA,
@@ -340,7 +343,10 @@ struct quarantine : pass_through<Inner> {
   // instructions).
   static bool reopen_pages(void* p, std::size_t n) {
     pages g = closable(p, n);
-    return !g.bytes || os::protect(g.start, g.bytes, true);
+    if (!g.bytes) return true;
+    bool opened = os::protect(g.start, g.bytes, true);
+    os::owe_reopening(-static_cast<std::ptrdiff_t>(g.bytes));  // opened, or given up with the block
+    return opened;
   }
 
   // A small block of n bytes leaves: its zeros are checked, then Inner has it.
