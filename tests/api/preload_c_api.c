@@ -327,6 +327,19 @@ static void edge_sized_free_and_trim(void) {
       CHECK(p != NULL, "aligned_alloc(%zu, %zu)", a, 2 * a);
       fas(p, a, 2 * a);
     }
+    /* Zero bytes: aligned_alloc(a, 0) is a unique block, freed with the
+     * size it was asked for (the secure build reported "size does not match
+     * the block" until 2026-11-27: it serves such a request as one byte). */
+    for (size_t a = 1; a <= ((size_t)4 << 20); a *= 8) {
+      void* p = aligned_alloc(a, 0);
+      CHECK(p != NULL, "aligned_alloc(%zu, 0)", a);
+      fas(p, a, 0);
+    }
+  }
+  if (fs) {
+    void* p = calloc(0, 8);
+    CHECK(p != NULL, "calloc(0, 8)");
+    fs(p, 0);
   }
   int r = malloc_trim(0);
   CHECK(r == 0 || r == 1, "malloc_trim(0) = %d", r);
