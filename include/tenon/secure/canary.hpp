@@ -86,11 +86,15 @@ struct canary : pass_through<Inner> {
   // A request whose inner block (n, the alignment and the canary) would pass
   // PTRDIFF_MAX is refused: no block can be that big, and Inner is not asked
   // for one (the layer contract).
+  // The layout with the header before p asks Inner for n + align + kTail
+  // bytes: past the small classes, that is a large block too, so it is
+  // decided on that sum, not on n + kHeader + kTail (until 2026-11-27: a
+  // 16 KiB alignment of 20,000 bytes, or 32 KiB of 1,000, had its header
+  // on a page the quarantine closes, and a double free ended by SIGSEGV).
   static void* alloc_aligned(std::size_t align, std::size_t n) noexcept {
     if (align <= kHeader) return alloc(n);
     if (n > kMaxRequest - kTail || align > kMaxRequest - kTail - n) return refuse();
-    std::size_t need = n + kHeader + kTail;
-    if (need > kMaxSmall || align > kMaxSmall) return alloc_aligned_start(align, n);
+    if (n + align + kTail > kMaxSmall) return alloc_aligned_start(align, n);
     return alloc_aligned_behind(align, n);
   }
 
@@ -170,8 +174,12 @@ struct canary : pass_through<Inner> {
   // Out of line: inlined, it changed GCC's choices for the whole layer
   // (check_block was no longer inlined into free: 273 -> 300 instructions a
   // malloc(32)+free pair).
+  // Asked for one byte past the small classes at least: a block the header
+  // would not fit before (above) must be a large one, not a small block that
+  // a class of the alignment happens to serve.
   [[gnu::noinline]] static void* alloc_aligned_start(std::size_t align, std::size_t n) noexcept {
-    auto* q = static_cast<char*>(Inner::alloc_aligned(align, n + kHeader + kTail));
+    std::size_t need = n + kHeader + kTail;
+    auto* q = static_cast<char*>(Inner::alloc_aligned(align, need > kMaxSmall ? need : kMaxSmall + 1));
     if (!q) return nullptr;
     if (starts_inner_block(q)) return seal(q, n, 0);
     Inner::dealloc(q);
