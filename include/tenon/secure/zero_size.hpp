@@ -54,6 +54,12 @@ struct zero_size : pass_through<Inner> {
     if (!inside(p)) layer_ops<Inner>::dealloc_aligned_sized(p, align, n == 0 ? 1 : n);
   }
   static std::size_t usable_size(const void* p) noexcept { return inside(p) ? 0 : Inner::usable_size(p); }
+  // A zero-size block has nothing to keep: realloc is a new block. Any other
+  // goes to the inner layers' realloc (the canary's checks p first).
+  static void* realloc(void* p, std::size_t n) noexcept {
+    if (inside(p)) return alloc(n);
+    return layer_ops<Inner>::realloc(p, n);
+  }
 
  private:
   // n == 0: a unique address in the region (one real byte if the region
