@@ -30,9 +30,10 @@
 // Which layout a pointer has is told by p alone: only a page-aligned p is
 // looked up (is it a large span's block start, or a huge block's?), at its
 // allocation and at every check, so both agree. An aligned allocation that
-// Inner serves with a large or huge block (past the small classes in size or
-// alignment) is that block's start too; any other aligned allocation's p is
-// past its inner block's start and keeps the header before it.
+// would need a large or huge block of Inner's with the header before p (its
+// size, alignment and canary together past the small classes) is that
+// block's start instead; any other aligned allocation's p is past its inner
+// (small) block's start and keeps the header before it.
 //
 // A freed huge block waits in Inner's huge cache closed past its first page
 // (huge_detail.h), its header at the end with it: a second free or a check
