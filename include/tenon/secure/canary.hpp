@@ -165,12 +165,19 @@ struct canary : pass_through<Inner> {
   [[gnu::noinline]] static std::size_t realloc_checked(const char* p) { return check_block(p, "realloc").size; }
   [[gnu::noinline]] static void realloc_give_back(char* p) { give_back(p, "realloc", nullptr); }
 
-  // A pointer not in tenon's memory (a glibc block) moves to a new block, as
-  // the generic realloc did.
+  // A pointer not in tenon's memory: a glibc block moves to a new block, as
+  // the generic realloc did; any other (no glibc header before it: its
+  // usable size is 0) is answered as the default build answers it, NULL with
+  // EINVAL and p left alone (docs/api.md), where the generic realloc
+  // allocated and then ended the program in the free of p (until 2026-11-27).
   [[gnu::noinline]] static void* realloc_foreign(void* p, std::size_t n) noexcept {
+    std::size_t old = Inner::usable_size(p);
+    if (old == 0) {
+      errno = EINVAL;
+      return nullptr;
+    }
     void* q = alloc(n);
     if (!q) return nullptr;
-    std::size_t old = Inner::usable_size(p);
     std::memcpy(q, p, old < n ? old : n);
     Inner::dealloc(p);
     return q;
