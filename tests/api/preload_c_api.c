@@ -327,6 +327,19 @@ static void edge_sized_free_and_trim(void) {
       CHECK(p != NULL, "aligned_alloc(%zu, %zu)", a, 2 * a);
       fas(p, a, 2 * a);
     }
+    /* Zero bytes: aligned_alloc(a, 0) is a unique block, freed with the
+     * size it was asked for (the secure build reported "size does not match
+     * the block" until 2026-11-27: it serves such a request as one byte). */
+    for (size_t a = 1; a <= ((size_t)4 << 20); a *= 8) {
+      void* p = aligned_alloc(a, 0);
+      CHECK(p != NULL, "aligned_alloc(%zu, 0)", a);
+      fas(p, a, 0);
+    }
+  }
+  if (fs) {
+    void* p = calloc(0, 8);
+    CHECK(p != NULL, "calloc(0, 8)");
+    fs(p, 0);
   }
   int r = malloc_trim(0);
   CHECK(r == 0 || r == 1, "malloc_trim(0) = %d", r);
@@ -355,6 +368,17 @@ static int run_foreign(void) {
   /* A fixed threshold: glibc would otherwise raise it whenever glibc's own
    * free releases a mapped block, and the blocks below would not be mapped. */
   mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+  /* realloc of a pointer from no allocator (no glibc header before it):
+   * NULL with EINVAL, the buffer left alone (docs/api.md), in the secure
+   * build too (until 2026-11-27 it allocated, then ended the program in the
+   * free of p, reported as free's) */
+  static _Alignas(16) unsigned char buffer[64];
+  memset(buffer, 0x33, sizeof buffer);
+  memset(buffer, 0, 16);
+  errno = 0;
+  void* moved = realloc(buffer + 16, 100);
+  CHECK(moved == NULL && errno == EINVAL, "realloc of a static buffer = %p, errno %d", moved, errno);
+  CHECK(buffer[16] == 0x33 && buffer[63] == 0x33, "realloc wrote into a static buffer");
   /* free of a glibc block */
   void* p = __libc_malloc(100);
   CHECK(p != NULL, "__libc_malloc(100)");

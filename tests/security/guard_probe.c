@@ -49,6 +49,15 @@
  *   aligned_double_free  posix_memalign of 256 KiB at 8 KiB and at 64 KiB
  *                    alignment, each freed twice (ACCESS before the second
  *                    free of the first): the second free must be reported
+ *                    (the program ends there: the 64 KiB one is the case
+ *                    below)
+ *   aligned_double_free:A:N  the same for one block, posix_memalign(A, N)
+ *                    (decimal); about the small classes' limit, A plus N
+ *                    past 32 KiB makes the block a large one
+ *   realloc_freed:N, realloc_interior:N, realloc_overflowed:N  realloc to
+ *                    N / 2 bytes of a block of N bytes already freed, of a
+ *                    pointer 32 bytes into one, of one overflowed by a byte
+ *                    (ACCESS before the realloc): reported as realloc's
  *   fresh_order      64 blocks of 64 bytes from a fresh process; NOTE
  *                    ascending K (of the 63 neighbours, how many follow in
  *                    address order) and NOTE order ... (each block's rank
@@ -303,6 +312,30 @@ int main(int argc, char** argv) {
       printf("DONE\n");
       fflush(stdout);
     }
+  } else if (!strncmp(c, "aligned_double_free:", 20)) {
+    size_t align = 0, n = 0;
+    void* p = NULL;
+    if (sscanf(c + 20, "%zu:%zu", &align, &n) != 2 || posix_memalign(&p, align, n)) return 2;
+    memset(p, 0x5a, n);
+    free(p);
+    printf("ACCESS free %p again (%zu bytes aligned to %zu)\n", p, n, align);
+    fflush(stdout);
+    free(p);
+    printf("DONE\n");
+  } else if (!strncmp(c, "realloc_", 8) && strchr(c, ':')) {
+    size_t n = strtoul(strchr(c, ':') + 1, NULL, 10);
+    char* p = malloc(n);
+    if (!p || n < 64) return 2;
+    memset(p, 0x5a, n);
+    char* bad = p;
+    if (!strncmp(c, "realloc_freed:", 14)) free(p);
+    else if (!strncmp(c, "realloc_interior:", 17)) bad = p + 32;
+    else if (!strncmp(c, "realloc_overflowed:", 19)) p[n] = 0x41;
+    else return 2;
+    printf("ACCESS realloc %p to %zu bytes\n", (void*)bad, n / 2);
+    fflush(stdout);
+    void* q = realloc(bad, n / 2);
+    printf("DONE %p\n", q);
   } else if (!strcmp(c, "fresh_order")) {
     size_t count = 64;
     uintptr_t* a = calloc(count, sizeof *a);

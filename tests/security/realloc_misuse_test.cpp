@@ -43,6 +43,18 @@ TEST(ReallocMisuseDeathTest, FreedA64ByteBlockInPlace) { EXPECT_EXIT(realloc_fre
 TEST(ReallocMisuseDeathTest, FreedA64ByteBlockMoving) { EXPECT_EXIT(realloc_freed(64, 200), testing::KilledBySignal(SIGABRT), kFreed); }
 TEST(ReallocMisuseDeathTest, FreedA32KBlockInPlace) { EXPECT_EXIT(realloc_freed(32768, 20000), testing::KilledBySignal(SIGABRT), kFreed); }
 
+// Large and huge blocks already freed (found 2026-11-27): realloc kept a
+// freed large block in place when the new size fit its run (its slices free,
+// the next malloc of the size handed them out again), or copied it and freed
+// it a second time unnoticed; a freed huge block waiting in the huge cache was
+// resized in place and handed back while its cache slot still named it (the
+// next malloc of its size returned it too). Now reported as their free is.
+TEST(ReallocMisuseDeathTest, FreedA100KBlockInPlace) { EXPECT_EXIT(realloc_freed(100000, 100000), testing::KilledBySignal(SIGABRT), kFreed); }
+TEST(ReallocMisuseDeathTest, FreedA1MBlockMoving) { EXPECT_EXIT(realloc_freed(1000000, 50000), testing::KilledBySignal(SIGABRT), kFreed); }
+TEST(ReallocMisuseDeathTest, FreedA5MBlockInPlace) { EXPECT_EXIT(realloc_freed(5000000, 5000000), testing::KilledBySignal(SIGABRT), kFreed); }
+TEST(ReallocMisuseDeathTest, FreedA5MBlockShrunk) { EXPECT_EXIT(realloc_freed(5000000, 3000000), testing::KilledBySignal(SIGABRT), kFreed); }
+TEST(ReallocMisuseDeathTest, InsideA100KBlock) { EXPECT_EXIT(realloc_inside(100000, 4096, 90000), testing::KilledBySignal(SIGABRT), "tenon: realloc\\(0x[0-9a-f]+\\): invalid pointer"); }
+
 // Freed, with other blocks of the class freed after it: not the list's head.
 TEST(ReallocMisuseDeathTest, FreedEarlierInPlace) {
   EXPECT_EXIT(

@@ -41,6 +41,26 @@ void expect_stop_later(const char* misuse_case, const char* pattern) {
 #define AT_CALL_CXX(Test, misuse_case) \
   TEST(SecureDetects, Test) { expect_stop_at_call(TENON_MISUSE_CXX_PROGRAM, misuse_case, "tenon: free"); }
 
+// realloc of a block that is no live block: reported under realloc's name,
+// as the default build reports it (until 2026-11-27 the secure build's
+// realloc, its layers' generic one, asked malloc_usable_size first, and the
+// line named malloc_usable_size: "block already freed" for a double free).
+void expect_realloc_report(const char* what, const char* pattern) {
+  for (const char* n : {"64", "4096", "100000", "5000000"}) {
+    std::string c = std::string(what) + ":" + n;
+    expect_stop_at_call(TENON_GUARD_PROBE_PROGRAM, c.c_str(), pattern);
+  }
+}
+TEST(SecureDetects, ReallocOfFreedBlock) {
+  expect_realloc_report("realloc_freed", "tenon: realloc\\(0x[0-9a-f]+\\): double free");
+}
+TEST(SecureDetects, ReallocOfInteriorPointer) {
+  expect_realloc_report("realloc_interior", "tenon: realloc\\(0x[0-9a-f]+\\): invalid pointer");
+}
+TEST(SecureDetects, ReallocOfOverflowedBlock) {
+  expect_realloc_report("realloc_overflowed", "tenon: realloc\\(0x[0-9a-f]+\\): heap overflow");
+}
+
 // Double and invalid frees, every size (the default build misses some of the
 // small ones: its fast path only checks the block freed last).
 AT_CALL(DoubleFree8, "double_free_8")

@@ -38,14 +38,28 @@ struct zero_size : pass_through<Inner> {
   // Touches no block: the inner layers' trim (the quarantine's) applies.
   static int trim(std::size_t pad) noexcept { return layer_ops<Inner>::trim(pad); }
 
-  // Sized frees keep their size for the inner layers' checks.
+  // Sized frees keep their size for the inner layers' checks, but for 0: a
+  // zero-size block outside the region is one alloc_rare served as one byte
+  // (the region could not be had: a limit on address space below 1 GiB),
+  // whose size the inner layers know as 1 (until 2026-11-27 free_sized(p, 0)
+  // of malloc(0) was reported there as a size that does not match).
   static void dealloc_sized(void* p, std::size_t n) noexcept {
-    if (!inside(p)) layer_ops<Inner>::dealloc_sized(p, n);
+    if (!inside(p)) layer_ops<Inner>::dealloc_sized(p, n == 0 ? 1 : n);
   }
+  // alloc_aligned served n == 0 as one byte, which the inner layers' checks
+  // know as its size: the size asked, 0, is told them as that byte (until
+  // 2026-11-27 free_aligned_sized(aligned_alloc(a, 0), a, 0), a correct C23
+  // call, was reported as a size that does not match the block).
   static void dealloc_aligned_sized(void* p, std::size_t align, std::size_t n) noexcept {
-    if (!inside(p)) layer_ops<Inner>::dealloc_aligned_sized(p, align, n);
+    if (!inside(p)) layer_ops<Inner>::dealloc_aligned_sized(p, align, n == 0 ? 1 : n);
   }
   static std::size_t usable_size(const void* p) noexcept { return inside(p) ? 0 : Inner::usable_size(p); }
+  // A zero-size block has nothing to keep: realloc is a new block. Any other
+  // goes to the inner layers' realloc (the canary's checks p first).
+  static void* realloc(void* p, std::size_t n) noexcept {
+    if (inside(p)) return alloc(n);
+    return layer_ops<Inner>::realloc(p, n);
+  }
 
  private:
   // n == 0: a unique address in the region (one real byte if the region
