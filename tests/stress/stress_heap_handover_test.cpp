@@ -17,11 +17,15 @@
 // hand-over table and frees what others left there (blocks of threads
 // that exited, or are about to). Some begin with a free (they attach a heap
 // on a free, taking over the block's parked heap by name or trading theirs
-// at their first allocation); some exit right after that first free.
+// at their first allocation); some exit right after that first free; some
+// free and allocate after their heap was released (a key destructor that
+// runs after tenon's).
 //
 // Its own executable: the end count needs a process of its own. Runs for
 // TENON_TEST_SOAK_SECONDS (default 12 s; 3 s under emulation).
 #include <gtest/gtest.h>
+
+#include <pthread.h>
 
 #include <atomic>
 #include <chrono>
@@ -77,7 +81,7 @@ std::uint64_t identity_tag(std::uint64_t header) { return tenon_test::mix(header
 std::uint64_t handover_word(Held h) { return reinterpret_cast<std::uintptr_t>(h.block) | identity_tag(h.header) << 48; }
 
 struct Counts {
-  std::atomic<std::uint64_t> threads{0}, first_free_threads{0}, blocks{0}, handed_frees{0};
+  std::atomic<std::uint64_t> threads{0}, first_free_threads{0}, late_callers{0}, blocks{0}, handed_frees{0};
 };
 
 struct World {
@@ -199,11 +203,42 @@ class Churner {
   std::uint64_t blocks_ = 0;
 };
 
+// A pthread key whose destructor runs after tenon's thread-exit hook (the
+// key is created after tenon's, and destructors run in key order): the
+// calls it makes find the thread's heap released (exit.ipp: a free goes to
+// the owner's inbox or the span's list alone, an allocation borrows an
+// unowned span). Created once tenon's key exists.
+pthread_key_t g_late_key;
+
+void late_calls(void* arg) {
+  auto& w = *static_cast<World*>(arg);
+  w.counts.late_callers.fetch_add(1, std::memory_order_relaxed);
+  std::mt19937_64 rng(tenon_test::mix(static_cast<std::uint64_t>(Clock::now().time_since_epoch().count())));
+  for (int tries = 0; tries < 16; ++tries)
+    if (std::uint64_t word = w.handover[rng() % kHandoverSlots].exchange(0, std::memory_order_acq_rel)) {
+      free_handed(w, word);
+      break;
+    }
+  std::size_t size = 16 + rng() % 1024;
+  std::uint64_t seq = rng() >> 30;
+  if (void* b = make_sized_block(size, 255, seq, w.failures)) {
+    std::uint64_t old = w.handover[rng() % kHandoverSlots].exchange(handover_word({b, pack(size, 255, seq)}),
+                                                                    std::memory_order_acq_rel);
+    if (old) free_handed(w, old);
+  }
+}
+
+void create_late_key() {
+  std::thread([] { tenon_free(tenon_malloc(16)); }).join();  // tenon's key exists from here on
+  ASSERT_EQ(pthread_key_create(&g_late_key, late_calls), 0);
+}
+
 // The kinds of short life, each aimed at one way a heap changes hands.
 void short_life(World& w, std::uint64_t serial) {
   Churner c(w, serial);
   unsigned kind = c.rng()() % 100;
   w.counts.threads.fetch_add(1, std::memory_order_relaxed);
+  if (c.rng()() % 8 == 0) pthread_setspecific(g_late_key, &w);
   if (kind < 15) {
     // The first and only call is a free: attaches a heap (the block's
     // parked one, taken over by name, else one from the free-heap stack
@@ -303,6 +338,7 @@ TEST(HeapHandover, ChurningThreadsLoseNoBlockAndShareNone) {
   if (const char* s = std::getenv("TENON_TEST_SEED")) w.seed = std::strtoull(s, nullptr, 0);
   std::printf("heap hand-over: seed %llu (TENON_TEST_SEED; threads make it no replay)\n",
               static_cast<unsigned long long>(w.seed));
+  create_late_key();
   std::uint64_t serial = 1;
   const auto deadline = Clock::now() + run_time();
   std::vector<std::thread> long_threads;
@@ -312,10 +348,13 @@ TEST(HeapHandover, ChurningThreadsLoseNoBlockAndShareNone) {
   for (auto& t : long_threads) t.join();
   sweep(w);
   EXPECT_EQ(w.failures.count(), 0) << w.failures.first();
-  std::printf("heap hand-over: %llu threads (%llu began with a free), %llu blocks, %llu freed by another thread\n",
+  std::printf("heap hand-over: %llu threads (%llu began with a free, %llu called after their heap was released), "
+              "%llu blocks, %llu freed by another thread\n",
               static_cast<unsigned long long>(w.counts.threads.load()),
               static_cast<unsigned long long>(w.counts.first_free_threads.load()),
+              static_cast<unsigned long long>(w.counts.late_callers.load()),
               static_cast<unsigned long long>(w.counts.blocks.load()),
               static_cast<unsigned long long>(w.counts.handed_frees.load()));
   if (w.failures.count() == 0) expect_nothing_in_use();
+  pthread_key_delete(g_late_key);
 }
