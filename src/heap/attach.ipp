@@ -184,6 +184,13 @@ thread_heap<C>* thread_heaps<C>::trade_for_parked(heap_t* h) {
   p->st.add(stat_heaps_taken_over);
   p->st.add(stat_heaps_attached);
   p->attached_seq = h->attached_seq;
+  // p is this thread's heap now, and this thread allocates: never to be
+  // traded again. p may carry the mark of its previous thread, which
+  // attached it on a free and exited before allocating; left on, the next
+  // allocation slow path traded p away with the spans and cached blocks it
+  // had by then (they went onto the free-heap stack with it: the cached
+  // blocks counted in use for good).
+  p->traded = true;
   t_thread<C>.current = p;
   if (long key = key_.load(std::memory_order_acquire); key != -1) os::thread_key_set(key, p);
   flush_remote(h);
