@@ -25,10 +25,17 @@
 // runs after tenon's).
 //
 // Its own executable: the end count needs a process of its own. Runs for
-// TENON_TEST_SOAK_SECONDS (default 12 s; 3 s under emulation).
+// TENON_TEST_SOAK_SECONDS (default 12 s; 3 s under emulation). Built with
+// -DTENON_INJECT=ON (by hand: ninja -C build-inject tenon_heap_handover_tests),
+// it also stalls at random injection points (stall_sometimes), which is what
+// it takes to reach e231ece's window: 3 of 4 runs of 12 s crash with that
+// fix undone, none of 4 without the stalls.
 #include <gtest/gtest.h>
 
 #include <pthread.h>
+
+#include <sched.h>
+#include <time.h>
 
 #include <atomic>
 #include <chrono>
@@ -38,6 +45,9 @@
 
 #include "read_stats.h"
 #include "stress_support.h"
+#ifdef TENON_INJECT
+#include "tenon/common/inject.h"
+#endif
 
 using namespace tenon_stress;
 
@@ -49,6 +59,27 @@ constexpr std::size_t kHandoverSlots = 1024;
 constexpr unsigned kShortThreadsLive = 8;  // short threads alive at once
 constexpr unsigned kLongThreads = 2;       // threads that run from start to end
 constexpr std::size_t kMostHeld = 96;      // blocks one thread holds at most
+
+#ifdef TENON_INJECT
+// In a build with injection points (-DTENON_INJECT=ON), every slow-path step
+// between two operations on shared state may stall here a while: the
+// windows between them, a few instructions wide otherwise (e231ece's lay
+// between a free's read of the span's owner and its heap's attach), stay
+// open long enough for other threads to park, take over, give up and trade
+// heaps inside them. Allocates nothing (it runs inside the allocator).
+void stall_sometimes(const char*) {
+  thread_local std::uint64_t state = 0;
+  if (state == 0) state = tenon_test::mix(reinterpret_cast<std::uintptr_t>(&state) ^ static_cast<std::uint64_t>(clock()));
+  state = tenon_test::mix(state);
+  unsigned r = static_cast<unsigned>(state % 64);
+  if (r == 0) {
+    timespec pause{0, static_cast<long>((state >> 8) % 200000)};  // up to 200 us
+    nanosleep(&pause, nullptr);
+  } else if (r < 4) {
+    sched_yield();
+  }
+}
+#endif
 
 std::chrono::milliseconds run_time() {
   if (const char* s = std::getenv("TENON_TEST_SOAK_SECONDS")) return std::chrono::milliseconds(std::atol(s) * 1000);
@@ -341,6 +372,9 @@ TEST(HeapHandover, ChurningThreadsLoseNoBlockAndShareNone) {
   if (const char* s = std::getenv("TENON_TEST_SEED")) w.seed = std::strtoull(s, nullptr, 0);
   std::printf("heap hand-over: seed %llu (TENON_TEST_SEED; threads make it no replay)\n",
               static_cast<unsigned long long>(w.seed));
+#ifdef TENON_INJECT
+  tenon_inject_set_hook(stall_sometimes);
+#endif
   create_late_key();
   std::uint64_t serial = 1;
   const auto deadline = Clock::now() + run_time();
@@ -359,5 +393,8 @@ TEST(HeapHandover, ChurningThreadsLoseNoBlockAndShareNone) {
               static_cast<unsigned long long>(w.counts.blocks.load()),
               static_cast<unsigned long long>(w.counts.handed_frees.load()));
   if (w.failures.count() == 0) expect_nothing_in_use();
+#ifdef TENON_INJECT
+  tenon_inject_set_hook(nullptr);
+#endif
   pthread_key_delete(g_late_key);
 }
