@@ -4,6 +4,7 @@
 
 #include <new>
 
+#include "tenon/common/checks.h"
 #include "tenon/common/inject.h"
 #include "tenon/heap/thread_heaps.h"
 #include "tenon/platform/os.h"
@@ -65,6 +66,21 @@ void thread_heaps<C>::on_thread_exit(void* arg) {
   h->home->release(h);
 }
 
+// What a heap on the free-heap stack must be (TENON_DEBUG checks it on the
+// way on and off): no span, current or listed, and no cached block. A heap
+// traded with spans of its own kept them owned by a heap that no thread
+// used (stress.Park.HeapParkedBeforeItsFirstAllocationIsNotTradedAgain).
+template <class C>
+bool holds_nothing(const thread_heap<C>* h) {
+  for (unsigned cls = 0; cls < kNumClasses; ++cls) {
+    const class_lists& l = h->lists[cls];
+    if (h->current[cls] != &g_empty_span || l.avail || l.full || l.empty) return false;
+  }
+  for (const block_cache& c : h->cache)
+    if (cached_blocks(c) != 0) return false;
+  return true;
+}
+
 // A parked heap from the stack, now ours; nullptr if none is parked. An
 // entry whose heap was taken over by name meanwhile is dropped.
 template <class C>
@@ -109,6 +125,7 @@ thread_heap<C>* thread_heaps<C>::claim_heap(bool parked) {
     h->st.add(stat_heaps_taken_over);
   } else if (std::uint32_t id = free_heaps_.pop(&retries)) {
     h = heap_at(id - 1);
+    TENON_CHECK(holds_nothing(h));
     // Closed when it was dissolved; nothing can be on it.
     h->inbox.store(0, std::memory_order_relaxed);
   } else {
@@ -184,6 +201,13 @@ thread_heap<C>* thread_heaps<C>::trade_for_parked(heap_t* h) {
   p->st.add(stat_heaps_taken_over);
   p->st.add(stat_heaps_attached);
   p->attached_seq = h->attached_seq;
+  // p is this thread's heap now, and this thread allocates: never to be
+  // traded again. p may carry the mark of its previous thread, which
+  // attached it on a free and exited before allocating; left on, the next
+  // allocation slow path traded p away with the spans and cached blocks it
+  // had by then (they went onto the free-heap stack with it: the cached
+  // blocks counted in use for good).
+  p->traded = true;
   t_thread<C>.current = p;
   if (long key = key_.load(std::memory_order_acquire); key != -1) os::thread_key_set(key, p);
   flush_remote(h);
@@ -194,6 +218,7 @@ thread_heap<C>* thread_heaps<C>::trade_for_parked(heap_t* h) {
   // a store of kInboxClosed over them lost them for good.
   auto chain = h->inbox.exchange(kInboxClosed, std::memory_order_acquire);
   sort_inbox_chain(h, reinterpret_cast<block*>(chain));
+  TENON_CHECK(holds_nothing(h));
   h->st.add(stat_heaps_released);
   unsigned retries = free_heaps_.push(h->index + 1);
   if (retries) chunks_->shared_stats().add_shared(stat_retry_heap_stack, retries);
@@ -269,6 +294,7 @@ void thread_heaps<C>::dissolve(heap_t* h) {
     l.nfull = 0;
     l.notify.store(0, std::memory_order_relaxed);
   }
+  TENON_CHECK(holds_nothing(h));
   h->st.add(stat_heaps_dissolved);
   unsigned retries = free_heaps_.push(h->index + 1);
   if (retries) chunks_->shared_stats().add_shared(stat_retry_heap_stack, retries);

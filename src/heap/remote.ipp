@@ -16,6 +16,13 @@ namespace tenon {
 // Hand a chain of blocks to a span we do not own, in one CAS.
 template <class C>
 void thread_heaps<C>::push_remote(span* s, block* head, block* tail, std::uint32_t n, stats_t* st) {
+  // Read before the CAS, while the chain's blocks are still out of s and s
+  // cannot be released: once they are on its list, the owner may collect
+  // them, empty s and give its slices back, and another thread may form a
+  // span there, writing cls as we read it (ThreadSanitizer,
+  // stress.HeapHandover). The owner read after it may be stale (heaps are
+  // type-stable: a needless scan at most); a plain field must not race.
+  const unsigned cls = s->cls;
   std::uint64_t old = s->remote.load(std::memory_order_relaxed);
   for (;;) {
     // Already at the head of the list: freed twice in a row (a repeat
@@ -31,7 +38,7 @@ void thread_heaps<C>::push_remote(span* s, block* head, block* tail, std::uint32
   // Whoever clears a flag does what the flag asks (exactly one pusher can).
   if (old & remote_word::kFull) {
     if (auto* o = static_cast<heap_t*>(s->owner.load(std::memory_order_acquire)))
-      o->lists[s->cls].notify.fetch_add(1, std::memory_order_release);
+      o->lists[cls].notify.fetch_add(1, std::memory_order_release);
   } else if (old & remote_word::kFloating) {
     partial_push(s, st);
   }

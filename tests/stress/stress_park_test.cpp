@@ -16,13 +16,15 @@ void wait_for(const std::atomic<int>& step, int value) {
   while (step.load() != value) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
-std::size_t blocks_in_use_of_64() {
+std::size_t blocks_in_use_of(std::size_t block_size) {
   tenon_stats s = tenon_test::read_stats();
   for (unsigned c = 0; c < s.classes; ++c)
-    if (s.class_stats[c].block_size == 64) return s.class_stats[c].blocks_in_use;
-  ADD_FAILURE() << "no 64-byte class";
+    if (s.class_stats[c].block_size == block_size) return s.class_stats[c].blocks_in_use;
+  ADD_FAILURE() << "no " << block_size << "-byte class";
   return 0;
 }
+
+std::size_t blocks_in_use_of_64() { return blocks_in_use_of(64); }
 
 }  // namespace
 
@@ -80,4 +82,42 @@ TEST(Park, StaleBatchDeliveredToATradedHeapReachesItsSpan) {
   g_step.store(4);
   g.join();
   EXPECT_EQ(blocks_in_use_of_64(), 0u) << "a freed 64-byte block still counts as in use: lost on its way";
+}
+
+// A thread whose first call is a free attaches an empty heap, marked to be
+// traded for a parked one at its first allocation. If that thread exits
+// before allocating, the heap is parked with the mark still on; a thread
+// that trades for it then holds a heap marked "not traded yet", and at its
+// next allocation slow path must not trade it away again: by then it owns
+// spans and holds blocks in its block cache, which went with it onto the
+// free-heap stack (the blocks counted in use for good; the spans owned by a
+// heap that no thread used).
+TEST(Park, HeapParkedBeforeItsFirstAllocationIsNotTradedAgain) {
+  std::atomic<int> l_step{0}, t_step{0};
+  void* b = nullptr;
+  void* c = nullptr;
+  std::thread l([&] {  // L: a live heap, owner of the blocks A and T free first
+    b = tenon_malloc(64);
+    c = tenon_malloc(64);
+    l_step.store(1);
+    wait_for(l_step, 2);
+  });
+  wait_for(l_step, 1);
+  std::thread([&] { tenon_free(b); }).join();  // A: attaches an empty heap on a free, parks it unallocated
+  std::thread t([&] {
+    tenon_free(c);                    // T: an empty heap of its own, on a free
+    void* cached = tenon_malloc(2048);  // trades it for A's parked heap; fills its 2 KiB block cache
+    t_step.store(1);
+    wait_for(t_step, 2);
+    void* other = tenon_malloc(64);  // a slow path: must keep A's heap, not trade it for B's
+    tenon_free(other);
+    tenon_free(cached);
+  });
+  wait_for(t_step, 1);
+  std::thread([] { tenon_free(tenon_malloc(16)); }).join();  // B: takes T's traded heap, parks it
+  t_step.store(2);
+  t.join();
+  l_step.store(2);
+  l.join();
+  EXPECT_EQ(blocks_in_use_of(2048), 0u) << "freed 2 KiB blocks still count as in use: lost in a traded heap's block cache";
 }

@@ -56,9 +56,9 @@ class Failures {
   std::string first_;
 };
 
-// Allocates a block for (owner, seq) and writes its identity over all of it.
-inline void* make_block(std::mt19937_64& rng, unsigned owner, std::uint64_t seq, Failures& failures) {
-  std::size_t size = random_size(rng);
+// Allocates a block of `size` bytes (8 to kMaxBlock) for (owner, seq) and
+// writes its identity over all of it.
+inline void* make_sized_block(std::size_t size, unsigned owner, std::uint64_t seq, Failures& failures) {
   auto* p = static_cast<unsigned char*>(tenon_malloc(size));
   if (!p) {
     failures.add("tenon_malloc(" + std::to_string(size) + ") returned NULL");
@@ -68,6 +68,18 @@ inline void* make_block(std::mt19937_64& rng, unsigned owner, std::uint64_t seq,
   std::memcpy(p, &h, 8);
   fill_pattern(p + 8, size - 8, h);
   return p;
+}
+
+// A block of random_size's sizes for (owner, seq), its identity written over all of it.
+inline void* make_block(std::mt19937_64& rng, unsigned owner, std::uint64_t seq, Failures& failures) {
+  return make_sized_block(random_size(rng), owner, seq, failures);
+}
+
+// The identity (pack's word) a block made by make_sized_block holds now.
+inline std::uint64_t block_header(const void* block) {
+  std::uint64_t h;
+  std::memcpy(&h, block, 8);
+  return h;
 }
 
 // Checks a block made by make_block (by any thread) and frees it.
