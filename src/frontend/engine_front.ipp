@@ -68,18 +68,6 @@ bool check_realloc_small(span* s, void* p) {
   return own || !keyed;
 }
 
-// realloc of p in large span s must name a live block, as its free does
-// (large_runs::free): the block's start, its slices taken. Kept in place, a
-// freed block's run (or an interior pointer's) would be handed out again by
-// the next malloc; copied, the free after the copy went unnoticed (until
-// 2026-11-27).
-inline void check_realloc_large(const span* s, const void* p) {
-  std::uint64_t bit = std::uint64_t{1} << lookup::slice_of(p);
-  bool taken = (chunk_of(p)->used.load(std::memory_order_relaxed) & bit) != 0;
-  if (p != s->free) report_misuse("realloc", p, "invalid pointer (not the start of a block)", 0);
-  if (!taken || s->used() != 1) report_misuse("realloc", p, "double free", s->large_usable);
-}
-
 }  // namespace front_detail
 
 template <auto& E>
@@ -189,7 +177,11 @@ void* engine_front<E>::realloc_slow(void* p, std::size_t n) noexcept {
   if (lookup::in_chunk(p)) {
     span* s = lookup::span_of(p);
     if (s->kind == span_kind::large) {
-      front_detail::check_realloc_large(s, p);
+      // A live block only, as its free checks (large_runs::check_live): kept
+      // in place, a freed block's run (or an interior pointer's) would be
+      // handed out again by the next malloc; copied, the free after the copy
+      // went unnoticed (until 2026-11-27).
+      large_runs<config>::check_live(s, p, "realloc");
       // Stay in place when the new size still fits the run and wastes < 3/4.
       std::size_t room = large_runs<config>::usable(s, p);
       if (n > kMaxSmall && n >= room / 4 && large_runs<config>::resize(s, p, n)) return p;

@@ -26,6 +26,10 @@ class large_runs {
   // p is s's block and it is live: a second free of it finds `used` 0 or its
   // slices no longer taken; any other pointer is not s's block.
   void free(span* s, void* p, stats_t* st);
+  // Ends the program (report_misuse, naming `op`) unless p is s's block and
+  // it is live: what free checks first, and realloc before it keeps or
+  // copies the block.
+  static void check_live(const span* s, const void* p, const char* op);
   // Bytes usable from p, a large block of span s.
   static std::size_t usable(const span* s, const void* p);
   // Resize in place within the span's slices; false if it does not fit.
