@@ -5,7 +5,8 @@
 #            invariant checked as it changes; the whole suite but the bench
 #   tsan     ThreadSanitizer build (build-tsan/), all but preload|bench|freeze
 #   asan     AddressSanitizer+UBSan build (build-asan/), all but preload|bench|freeze
-#   inject   -DTENON_INJECT=ON build (build-inject/), label progress
+#   inject   -DTENON_INJECT=ON build (build-inject/), label progress (with the
+#            heap hand-over soak, stalled at the injection points)
 #   aarch64  cross build run under qemu-user, 4 KiB and 64 KiB pages
 # A sanitizer runtime and an LD_PRELOADed allocator do not mix, hence the
 # exclusions; the sanitizer stages check the tenon_* API through libtenon.a.
@@ -80,7 +81,7 @@ stage_asan() {
     run_ctest build-asan -LE "$no_preload"
 }
 stage_inject() {
-  # Until the injection-point tests exist this runs nothing.
+  # The progress label: one test per injection point, take_over, the stalled soak.
   build_for_label build-inject progress -DTENON_INJECT=ON -DTENON_BUILD_BENCH=OFF &&
     run_ctest build-inject -L progress
 }
