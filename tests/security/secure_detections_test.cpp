@@ -167,6 +167,16 @@ TEST(SecureDetects, ReadAfterFree4MFaults) {
   EXPECT_TRUE(stopped_at_misuse(r, SIGSEGV, "", false)) << r.describe();
 }
 
+// Its first page too (open until 2026-11-27, fourth session: a write after
+// free there went unnoticed, and the block was handed out again with it).
+TEST(SecureDetects, WriteAfterFreeIntoFirstPageOfHugeBlockFaults) {
+  SKIP_UNLESS_PRELOAD();
+  for (const char* c : {"first_page", "first_page_reused"}) {
+    misuse_run r = run_secure(TENON_HUGE_AFTER_FREE_PROGRAM, c);
+    EXPECT_TRUE(stopped_at_misuse(r, SIGSEGV, "", false)) << c << ": " << r.describe();
+  }
+}
+
 // A huge block reused from the cache is accessible as far as its usable size
 // and no further: the cached block's capacity past the request stays
 // inaccessible (huge_after_free.c has the cases).

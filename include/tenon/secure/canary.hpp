@@ -37,9 +37,9 @@
 // the inner block's first 16 bytes (seal_behind: a quarantine below zeroes
 // the header itself while the block waits).
 //
-// A freed huge block waits in Inner's huge cache closed past its first page
-// (huge_detail.h), its header at the end with it: a second free or a check
-// reads the huge header's freed mark instead (the header page stays open).
+// A freed huge block waits in Inner's huge cache closed (huge_detail.h), its
+// header at the end with it: a second free or a check reads the huge
+// header's freed mark instead (the header page stays open).
 //
 // Pointers that are not in tenon's memory (foreign: handed out by glibc
 // before tenon was loaded) pass through untouched.
