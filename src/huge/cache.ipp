@@ -130,7 +130,7 @@ void huge_maps<C>::split_tail(huge_header* h, std::size_t usable) {
   }
   auto* t = static_cast<huge_header*>(dest);
   t->map_size = tail;
-  t->usable = huge_detail::protects_cached<C>() ? page : tail - head;  // what is open: cache_put closes it
+  t->usable = huge_detail::protects_cached<C>() ? 0 : tail - head;  // what is open: cache_put closes it
   t->user = static_cast<char*>(dest) + head;
   t->far = false;
   t->owner = nullptr;

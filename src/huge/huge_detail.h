@@ -37,12 +37,16 @@ inline void withdraw(const huge_header* h) { lookup::clear(marked_unit(h)); }
 
 // A config may ask for its cached (freed) huge blocks to be inaccessible while
 // they wait (`static constexpr bool protect_cached_huge = true;`): a read or
-// write after free then faults. The header page and the block's first page
-// stay readable (the double free checks read them: the huge header, and a
-// layer's header at the start of the block).
+// write after free then faults, in the block's first page too. The header
+// page stays readable (the double free checks read the huge header's freed
+// mark). Until 2026-11-27 the first page stayed open as well, for a layer's
+// header at the start of the block; the canary layer, the one that has such
+// a header, keeps a huge block's at its end since the head guard (and reads
+// the huge header's mark for a freed one), so nothing read it any more, and a
+// write after free there went unnoticed.
 //
 // Only what a block's user may reach is accessible: its first `usable` bytes
-// while it is live, its first page while it is cached. The rest of its
+// while it is live, nothing while it is cached. The rest of its
 // capacity (pages kept for a later, larger request) stays inaccessible all
 // along, so that a free hides only the pages its user had and a reuse opens
 // only the pages asked for: mprotect's cost grows with the range it walks,
@@ -103,33 +107,28 @@ bool guard_range(huge_header* h, std::size_t from, std::size_t to, bool accessib
 }
 
 // The bytes past the user pointer a block's user may reach now: its usable
-// size while live, its first page while cached (usable 0).
+// size while live, none while cached (usable 0).
 template <class C>
 std::size_t open_bytes(const huge_header* h) {
-  if constexpr (protects_cached<C>()) return h->usable ? h->usable : C::platform::page_size();
+  if constexpr (protects_cached<C>()) return h->usable;
   else return 0;
 }
 
-// A block going into the cache: its usable bytes close but its first page
-// (past them, it is closed already: open_bytes).
+// A block going into the cache: its usable bytes close (past them, it is
+// closed already: open_bytes).
 template <class C>
 void close_freed(huge_header* h) {
-  if constexpr (protects_cached<C>()) guard_range<C>(h, C::platform::page_size(), h->usable, false);
+  if constexpr (protects_cached<C>()) guard_range<C>(h, 0, h->usable, false);
 }
 
 // A tail split off a cached block (cache.ipp) comes from its inaccessible
-// part: its header page and first page open, as a cached block's are; the
-// rest stays closed, the head guard between the two included.
+// part: its header page opens, as a cached block's is; the rest stays
+// closed, the head guard and the block's first page included.
 // False if the kernel refused (RLIMIT_DATA): the tail's header page may be
 // closed, and the caller must not write it.
 template <class C>
 bool open_split_tail(void* dest, std::size_t page) {
-  if constexpr (guards_huge<C>()) {
-    return C::platform::protect(dest, page, true) &&
-           C::platform::protect(static_cast<char*>(dest) + head_bytes<C>(page), page, true);
-  } else if constexpr (protects_cached<C>()) {
-    return C::platform::protect(dest, 2 * page, true);
-  }
+  if constexpr (protects_cached<C>()) return C::platform::protect(dest, page, true);
   return true;
 }
 

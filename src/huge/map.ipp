@@ -151,8 +151,8 @@ void* huge_maps<C>::resize(huge_header* h, std::size_t n) {
   return p;
 }
 
-// Called for a block just taken from the cache (usable 0: its first page
-// open) and for a live block's realloc (its usable bytes open); either way
+// Called for a block just taken from the cache (usable 0: nothing open past
+// its header page) and for a live block's realloc (its usable bytes open); either way
 // the pages past what is open are closed where the config protects cached
 // blocks (cache.ipp, open_bytes), and they are again on return.
 template <class C>

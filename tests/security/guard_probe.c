@@ -54,6 +54,12 @@
  *   aligned_double_free:A:N  the same for one block, posix_memalign(A, N)
  *                    (decimal); about the small classes' limit, A plus N
  *                    past 32 KiB makes the block a large one
+ *   aligned_double_free_by:F:A:N:D  a block of N bytes from F
+ *                    (posix_memalign, aligned_alloc or memalign) at
+ *                    alignment A, written whole and freed twice: at once
+ *                    (D = 0) or with D blocks of the same kind freed between
+ *                    (D = 1: free(p); free(q); free(p)); ACCESS before the
+ *                    second free of p, which must be reported
  *   realloc_freed:N, realloc_interior:N, realloc_overflowed:N  realloc to
  *                    N / 2 bytes of a block of N bytes already freed, of a
  *                    pointer 32 bytes into one, of one overflowed by a byte
@@ -112,6 +118,16 @@ static int filled(const char* p, size_t n, unsigned seed) {
   for (size_t i = 0; i < n; i += 512)
     if (p[i] != (char)(seed + i / 512)) return 0;
   return p[n - 1] == (char)seed;
+}
+
+/* A block from the aligned allocation function named `how`. */
+static char* aligned_by(const char* how, size_t align, size_t n) {
+  if (!strcmp(how, "posix_memalign")) return aligned(align, n);
+  void* p = NULL;
+  if (!strcmp(how, "aligned_alloc")) p = aligned_alloc(align, n);
+  else if (!strcmp(how, "memalign")) p = memalign(align, n);
+  if (!p) exit(2);
+  return p;
 }
 
 /* free(p), then free(p) again after ACCESS: the second must be reported. */
@@ -319,6 +335,21 @@ int main(int argc, char** argv) {
     memset(p, 0x5a, n);
     free(p);
     printf("ACCESS free %p again (%zu bytes aligned to %zu)\n", p, n, align);
+    fflush(stdout);
+    free(p);
+    printf("DONE\n");
+  } else if (!strncmp(c, "aligned_double_free_by:", 23)) {
+    char how[16];
+    size_t align = 0, n = 0, between = 0;
+    char* others[8];
+    if (sscanf(c + 23, "%15[a-z_]:%zu:%zu:%zu", how, &align, &n, &between) != 4 || between > 8) return 2;
+    char* p = aligned_by(how, align, n);
+    for (size_t i = 0; i < between; ++i) others[i] = aligned_by(how, align, n);
+    memset(p, 0x5a, n);
+    free(p);
+    for (size_t i = 0; i < between; ++i) free(others[i]);
+    printf("ACCESS free %p again (%s, %zu bytes aligned to %zu, %zu frees between)\n", (void*)p, how, n, align,
+           between);
     fflush(stdout);
     free(p);
     printf("DONE\n");

@@ -5,6 +5,10 @@
  * past that, for a later and larger request, stay inaccessible.
  * usage: huge_after_free [CASE]
  *   (none)         read the middle of a freed 4 MiB block: faults
+ *   first_page     write 64 bytes into a freed 4 MiB block (its first
+ *                  page): faults
+ *   first_page_reused  the same into a block reused from the cache (a
+ *                  cached 32 MiB block reused for 8 MiB), freed again
  *   reuse_past     a cached 32 MiB block reused for 8 MiB: all 8 MiB
  *                  writable, a read 16 MiB in (past the request) faults
  *   reuse_free     the same block freed again: a read of a page the
@@ -49,6 +53,16 @@ int main(int argc, char** argv) {
     memset(p, 0x5a, n);
     free(p);
     access_read("freed", p + n / 2);
+  } else if (!strcmp(c, "first_page")) {
+    char* p = malloc(4 * MIB);
+    if (!p) return 2;
+    memset(p, 0x5a, 4 * MIB);
+    free(p);
+    access_write("the first page of freed", p + 64);
+  } else if (!strcmp(c, "first_page_reused")) {
+    char* q = reuse(32 * MIB, 8 * MIB);
+    free(q);
+    access_write("the first page of freed", q + 64);
   } else if (!strcmp(c, "reuse_past")) {
     char* q = reuse(32 * MIB, 8 * MIB);
     access_read("past the request", q + 16 * MIB);

@@ -33,11 +33,13 @@
 // would need a large or huge block of Inner's with the header before p (its
 // size, alignment and canary together past the small classes) is that
 // block's start instead; any other aligned allocation's p is past its inner
-// (small) block's start and keeps the header before it.
+// (small) block's start and keeps the header before it, and a copy of it in
+// the inner block's first 16 bytes (seal_behind: a quarantine below zeroes
+// the header itself while the block waits).
 //
-// A freed huge block waits in Inner's huge cache closed past its first page
-// (huge_detail.h), its header at the end with it: a second free or a check
-// reads the huge header's freed mark instead (the header page stays open).
+// A freed huge block waits in Inner's huge cache closed (huge_detail.h), its
+// header at the end with it: a second free or a check reads the huge
+// header's freed mark instead (the header page stays open).
 //
 // Pointers that are not in tenon's memory (foreign: handed out by glibc
 // before tenon was loaded) pass through untouched.
@@ -236,7 +238,50 @@ struct canary : pass_through<Inner> {
   // first `align` bytes.
   static void* alloc_aligned_behind(std::size_t align, std::size_t n) noexcept {
     auto* q = static_cast<char*>(Inner::alloc_aligned(align, n + align + kTail));
-    return q ? seal(q + align, n, align) : nullptr;
+    return q ? seal_behind(q, n, align) : nullptr;
+  }
+
+  // The header goes in front of p = q + align, and a copy of it in the
+  // inner block's first 16 bytes, which an inner quarantine keeps while the
+  // block waits (its kKept) where it zeroes the header itself (align below
+  // its 4 KiB): a second free then finds the header zero and the copy
+  // naming p, a double free (freed_behind). Out of line, as the other
+  // aligned paths: no instruction on malloc's.
+  [[gnu::noinline]] static void* seal_behind(char* q, std::size_t n, std::size_t align) {
+    auto* p = static_cast<char*>(seal(q + align, n, align));
+    std::memcpy(q, p - kHeader, kHeader);
+    return p;
+  }
+
+  // Whether p, whose header failed its check, is a block that
+  // seal_behind sealed and that was freed since: the header reads zero (the
+  // quarantine zeroed it) and the first 16 bytes of the small block p lies
+  // in hold the copy of a header for p at p's offset in it. A live block's
+  // header is never zero; one the program overwrote with 16 zero bytes
+  // reads as freed. Once the block has left the quarantine, its first words
+  // are the engine's (a link), and this says no (invalid pointer).
+  [[gnu::noinline]] static bool freed_behind(const char* p, const char* op) {
+    header h;
+    std::memcpy(&h, header_of(p, op), sizeof h);
+    if (h.size | h.tag || !(lookup::is_regular(p) || lookup::in_chunk(p))) return false;
+    const span* s = lookup::span_of(p);
+    if (s->kind != span_kind::small || s->block_size == 0 || p < s->start) return false;
+    auto offset = static_cast<std::size_t>(p - s->start);
+    if (offset / s->block_size >= s->capacity) return false;
+    std::size_t d = offset % s->block_size;
+    if (d <= kHeader) return false;
+    header copy;
+    std::memcpy(&copy, p - d, sizeof copy);
+    return (copy.tag ^ key_for(p) ^ size_check(copy.size)) == std::uint64_t{d} << 1;
+  }
+
+  // A header that fails its check: a double free when freed_behind says so,
+  // else a pointer that is no block start (or whose header was overwritten).
+  // Called as report_misuse is (op, p first): other arguments changed the
+  // free path's registers (the secure malloc(32)+free pair 273 -> 277).
+  [[noreturn, gnu::cold, gnu::noinline]] static void report_bad_header(const char* op, const char* p) {
+    if (freed_behind(p, op)) report_misuse(op, p, freed_twice(op), 0);
+    report_misuse(op, p, "invalid pointer (not the start of a block, or its header overwritten)", 0);
   }
 
   // Whether p starts a large block of Inner's (a page-aligned block start
@@ -297,7 +342,7 @@ struct canary : pass_through<Inner> {
     if ((x & ~kFreed) >> 40 == 0 && (x & kFreed))  // a freed block's size word is the free-list link
       report_misuse(op, p, freed_twice(op), 0);
     x ^= size_check(h.size);
-    if (x >> 40) report_misuse(op, p, "invalid pointer (not the start of a block, or its header overwritten)", 0);
+    if (x >> 40) report_bad_header(op, p);
     if (x & kFreed) report_misuse(op, p, freed_twice(op), 0);
     std::size_t offset = static_cast<std::size_t>(x >> 1);
     std::uint64_t t;
