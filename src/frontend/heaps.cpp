@@ -471,12 +471,15 @@ TENON_API void* tenon_heap_realloc(tenon_heap_t* h, void* p, size_t n) {
   }
   std::size_t old = tenon_malloc_usable_size(p);
   // Stays in place when p is a small block of this thread's sub-heap that
-  // still fits well (as realloc does); anything else moves into h.
+  // still fits well (as realloc does); anything else moves into h. A thread
+  // with no sub-heap of h yet has none to compare: a span no heap owns
+  // (owner null: its heap was given up) is not h's.
   if (tenon::lookup::in_chunk(p)) {
     tenon::span* s = tenon::lookup::span_of(p);
     void* owner = s->owner.load(std::memory_order_relaxed);
-    if (s->kind == tenon::span_kind::small && n <= s->block_size && n >= s->block_size / 2 && t_thread_id &&
-        owner == h->subs[t_thread_id - 1])
+    sub_heap* sub = t_thread_id ? h->subs[t_thread_id - 1] : nullptr;
+    if (s->kind == tenon::span_kind::small && n <= s->block_size && n >= s->block_size / 2 && sub &&
+        owner == sub)
       return p;
   }
   void* q = heap_alloc_n(h, n);
