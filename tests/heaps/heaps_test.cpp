@@ -230,6 +230,39 @@ TEST(HeapsDeathTest, UnalignedFreeOfAnOwnBlockIsReported) {
       "tenon: free.*invalid pointer");
 }
 
+// tenon_heap_realloc of a block the calling thread freed already, or of a
+// pointer inside one of its blocks, ends the program as realloc does
+// (docs/api.md, "Heap misuse"). Until 2026-11-27 either was kept in place
+// when the size fitted: the freed block was returned while still on its
+// span's free list, and the next malloc handed it out again.
+TEST(HeapsDeathTest, ReallocOfAFreedBlockIsReported) {
+  GTEST_FLAG_SET(death_test_style, "fast");
+  EXPECT_DEATH(
+      {
+        tenon_heap_t* h = tenon_heap_new(nullptr);
+        void* p = tenon_heap_malloc(h, 100);
+        void* keep = tenon_heap_malloc(h, 100);
+        tenon_heap_free(h, p);
+        void* q = tenon_heap_realloc(h, p, 100);
+        void* r = tenon_heap_malloc(h, 100);
+        std::fprintf(stderr, "kept %d, handed out again %d\n", q == p, r == p);
+        tenon_heap_free(h, keep);
+      },
+      "tenon: realloc.*double free");
+}
+
+TEST(HeapsDeathTest, ReallocOfAnInteriorPointerIsReported) {
+  GTEST_FLAG_SET(death_test_style, "fast");
+  EXPECT_DEATH(
+      {
+        tenon_heap_t* h = tenon_heap_new(nullptr);
+        auto* p = static_cast<char*>(tenon_heap_malloc(h, 100));
+        void* q = tenon_heap_realloc(h, p + 16, 90);
+        std::fprintf(stderr, "returned %p for %p\n", q, static_cast<void*>(p + 16));
+      },
+      "tenon: realloc.*invalid pointer");
+}
+
 // The limit counts span memory (64 KiB spans, large blocks' slice runs).
 TEST(Heaps, LimitFailsWithEnomemAndResetRestoresIt) {
   constexpr std::size_t kLimit = 1u << 20;
