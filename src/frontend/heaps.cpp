@@ -19,9 +19,11 @@
 #include "tenon/common/inject.h"
 #include "tenon/engine/engine.h"
 #include "tenon/frontend/large_owner.h"
+#include "tenon/heap/heap.h"
 #include "tenon/huge/huge.h"
 #include "tenon/lookup/chunk_map.h"
 #include "tenon/lookup/slice_index.h"
+#include "tenon/platform/misuse.h"
 #include "tenon/platform/os.h"
 #include "tenon/tenon.h"
 
@@ -347,6 +349,19 @@ void* alloc_large(tenon_heap* h, std::size_t n, std::size_t align, bool zero) {
   return p;
 }
 
+// realloc of a small block of the caller's own sub-heap: p must start a
+// block the sub-heap carved and must not wait on its free lists, as realloc
+// checks the thread heaps' blocks (engine_front): kept in place, a freed
+// block would be handed out again by the next malloc; an interior pointer
+// would be taken for a block.
+void check_own_block(sub_heap* sub, span* s, void* p) {
+  if (!s->starts_carved_block(p))
+    report_misuse("realloc", p, "invalid pointer (not the start of a block)", s->block_size);
+  auto* b = static_cast<block*>(p);
+  if (second_word(b) == free_key() && freed_already<config>(sub, s, b))
+    report_misuse("realloc", p, "double free", s->block_size);
+}
+
 void* heap_alloc_n(tenon_heap* h, std::size_t n) {
   if (n <= kMaxSmall) return alloc_small(h, size_to_class(n));
   if (too_big(n)) return nullptr;
@@ -471,13 +486,17 @@ TENON_API void* tenon_heap_realloc(tenon_heap_t* h, void* p, size_t n) {
   }
   std::size_t old = tenon_malloc_usable_size(p);
   // Stays in place when p is a small block of this thread's sub-heap that
-  // still fits well (as realloc does); anything else moves into h.
+  // still fits well (as realloc does); anything else moves into h. A thread
+  // with no sub-heap of h yet has none to compare: a span no heap owns
+  // (owner null: its heap was given up) is not h's.
   if (tenon::lookup::in_chunk(p)) {
     tenon::span* s = tenon::lookup::span_of(p);
     void* owner = s->owner.load(std::memory_order_relaxed);
-    if (s->kind == tenon::span_kind::small && n <= s->block_size && n >= s->block_size / 2 && t_thread_id &&
-        owner == h->subs[t_thread_id - 1])
-      return p;
+    sub_heap* sub = t_thread_id ? h->subs[t_thread_id - 1] : nullptr;
+    if (s->kind == tenon::span_kind::small && sub && owner == sub) {
+      check_own_block(sub, s, p);
+      if (n <= s->block_size && n >= s->block_size / 2) return p;
+    }
   }
   void* q = heap_alloc_n(h, n);
   if (!q) return nullptr;  // p untouched

@@ -4,7 +4,7 @@
 // names up itself and stores what it found (every thread finds the same), so
 // no thread ever waits for another to finish resolving. While a thread is
 // inside dlsym, its own allocations (dlsym may allocate, for instance the
-// dlerror state) come from the bootstrap buffer by one fetch_add; those
+// dlerror state) come from the bootstrap buffer by one CAS; those
 // blocks carry their size in a 16-byte header, are never reused, and free()
 // of one does nothing.
 #include "tenon/measure/next_allocator.hpp"

@@ -4,6 +4,7 @@
 // hands, reset, and the byte limit.
 #include <errno.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -127,6 +128,43 @@ TEST(Heaps, ReallocKeepsContentsAndMovesIntoTheHeap) {
   EXPECT_TRUE(holds_pattern(moved, 100, 9));
 }
 
+// A small block in a span that no heap owns (made by a thread after its own
+// heap was released at its exit: a later thread-key destructor's malloc),
+// reallocated into h by a thread that has a heap-thread id but no sub-heap
+// of h yet: the result must be a block of h. (The in-place test compared the
+// span's owner with the caller's sub-heap of h, both null: p was kept, a
+// block of no heap, which reset and destroy of h do not release.)
+pthread_key_t g_late_key;
+std::atomic<void*> g_late_block{nullptr};
+
+void late_destructor(void* round) {
+  if (round == reinterpret_cast<void*>(1)) {  // once more, after tenon's own exit hook
+    pthread_setspecific(g_late_key, reinterpret_cast<void*>(2));
+    return;
+  }
+  g_late_block = tenon_malloc(100);
+}
+
+TEST(Heaps, ReallocOfABlockNoHeapOwnsMovesIntoTheHeap) {
+  tenon_free(tenon_malloc(1));
+  ASSERT_EQ(pthread_key_create(&g_late_key, late_destructor), 0);
+  std::thread([] {
+    tenon_free(tenon_malloc(100));
+    pthread_setspecific(g_late_key, reinterpret_cast<void*>(1));
+  }).join();
+  void* p = g_late_block.load();
+  ASSERT_NE(p, nullptr);
+  fill_pattern(p, 100, 3);
+  heap_guard other, g;
+  void* o = tenon_heap_malloc(other.h, 8);  // this thread holds a heap-thread id
+  void* q = tenon_heap_realloc(g.h, p, 100);
+  ASSERT_NE(q, nullptr);
+  EXPECT_NE(q, p) << "a block of no heap was kept in place: it is not a block of h";
+  EXPECT_TRUE(holds_pattern(q, 100, 3));
+  tenon_heap_free(other.h, o);
+  pthread_key_delete(g_late_key);
+}
+
 TEST(Heaps, AlignedAlloc) {
   heap_guard g;
   for (std::size_t align = 1; align <= (8u << 20); align <<= 1) {
@@ -190,6 +228,39 @@ TEST(HeapsDeathTest, UnalignedFreeOfAnOwnBlockIsReported) {
         tenon_heap_free(h, p + 1);
       },
       "tenon: free.*invalid pointer");
+}
+
+// tenon_heap_realloc of a block the calling thread freed already, or of a
+// pointer inside one of its blocks, ends the program as realloc does
+// (docs/api.md, "Heap misuse"). Until 2026-11-27 either was kept in place
+// when the size fitted: the freed block was returned while still on its
+// span's free list, and the next malloc handed it out again.
+TEST(HeapsDeathTest, ReallocOfAFreedBlockIsReported) {
+  GTEST_FLAG_SET(death_test_style, "fast");
+  EXPECT_DEATH(
+      {
+        tenon_heap_t* h = tenon_heap_new(nullptr);
+        void* p = tenon_heap_malloc(h, 100);
+        void* keep = tenon_heap_malloc(h, 100);
+        tenon_heap_free(h, p);
+        void* q = tenon_heap_realloc(h, p, 100);
+        void* r = tenon_heap_malloc(h, 100);
+        std::fprintf(stderr, "kept %d, handed out again %d\n", q == p, r == p);
+        tenon_heap_free(h, keep);
+      },
+      "tenon: realloc.*double free");
+}
+
+TEST(HeapsDeathTest, ReallocOfAnInteriorPointerIsReported) {
+  GTEST_FLAG_SET(death_test_style, "fast");
+  EXPECT_DEATH(
+      {
+        tenon_heap_t* h = tenon_heap_new(nullptr);
+        auto* p = static_cast<char*>(tenon_heap_malloc(h, 100));
+        void* q = tenon_heap_realloc(h, p + 16, 90);
+        std::fprintf(stderr, "returned %p for %p\n", q, static_cast<void*>(p + 16));
+      },
+      "tenon: realloc.*invalid pointer");
 }
 
 // The limit counts span memory (64 KiB spans, large blocks' slice runs).

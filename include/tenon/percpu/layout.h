@@ -11,15 +11,15 @@
 
 namespace tenon::percpu {
 
-// Requests up to this size are cached: the classes of 8 to 1024 bytes,
+// Requests up to this size are cached: the 20 classes of 16 to 1024 bytes,
 // where most requests are and where the size's class is one table load.
 constexpr std::size_t kMaxCached = 1024;
 constexpr unsigned kCachedClasses = size_to_class(kMaxCached) + 1;
 static_assert(kCachedClasses <= kHeaderClasses);
 
 // Slots per class: about kClassBytes of blocks, at least kMinSlots and at
-// most kMaxSlots. A region is then 80 KiB of address space (pages touched as
-// stacks grow) and a CPU holds at most 1.16 MiB of cached blocks
+// most kMaxSlots. A region is then 72 KiB of address space (pages touched as
+// stacks grow) and a CPU holds at most 1.15 MiB of cached blocks
 // (tcmalloc's per-CPU caches: up to 1.5 MiB). Chosen by measurement over 16
 // KiB / 128 slots and 32 KiB / 512 (docs/architecture.md, "Per-CPU caches").
 constexpr std::uint32_t kClassBytes = 64 * 1024;

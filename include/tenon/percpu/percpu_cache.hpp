@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "tenon/common/inject.h"
 #include "tenon/heap/free_key.h"
 #include "tenon/heap/heap.h"
 #include "tenon/layer.hpp"
@@ -276,6 +277,9 @@ struct percpu_cache : pass_through<Inner> {
     while (limit < unsigned(cpu) + 1 &&
            !s_cpu_limit.compare_exchange_weak(limit, unsigned(cpu) + 1, std::memory_order_acq_rel)) {
     }
+    // A trim may see the region from here on; it drains it only once the
+    // entry below is set (drain_all).
+    TENON_INJECT_POINT("percpu.publish");
     s_table[cpu + 2].store(r, std::memory_order_release);
   }
 
@@ -309,10 +313,17 @@ struct percpu_cache : pass_through<Inner> {
     bool any = false;
     for (unsigned c = 0; c < limit; ++c) {
       std::uint8_t active = kActive;
-      if (s_regions[c].load(std::memory_order_acquire) == nullptr ||
-          !s_state[c].compare_exchange_strong(active, kDraining, std::memory_order_acq_rel))
+      char* r = s_regions[c].load(std::memory_order_acquire);
+      if (r == nullptr || !s_state[c].compare_exchange_strong(active, kDraining, std::memory_order_acq_rel))
         continue;
-      s_table[c + 2].store(nullptr, std::memory_order_relaxed);
+      // Only a region its maker has published: taken from the entry, not
+      // overwritten with null, since a maker between its s_regions store
+      // and its table store would publish the region afterwards, and this
+      // CPU's threads would push and pop in it while it is drained.
+      if (!s_table[c + 2].compare_exchange_strong(r, nullptr, std::memory_order_relaxed)) {
+        s_state[c].store(kActive, std::memory_order_release);
+        continue;
+      }
       mine[c / 64] |= std::uint64_t{1} << (c % 64);
       any = true;
     }
