@@ -172,6 +172,26 @@ TEST(SecureGuards, LargeBlockGuardsStayWithinTheirVmaBudget) {
   EXPECT_GE(added, 4 * 4096) << "the first 4,096 blocks are guarded at both ends: " << r.describe();
 }
 
+// Large blocks waiting in the quarantine are closed (PROT_NONE), which splits
+// their chunk's mapping too: up to two VMAs a block, and the rings of the
+// threads alive hold 8 large blocks each, with no bound on the threads. At
+// most 4,096 wait closed at a time (quarantine.hpp, kMaxClosed): 2,000
+// threads' 16,000 waiting blocks add no more than their guards (4 * 4,096),
+// the closed ones (2 * 4,096), the threads' own stacks and guards (3 each
+// at most) and their chunks' guards. Until 2026-11-27 every waiting block was
+// closed: 2,553 threads that had freed 8 large blocks each used up Linux's
+// 65,530 mappings (vm.max_map_count) and the next pthread_create failed, where
+// libtenon.so ran 3,000 with 6,030 mappings.
+TEST(SecureGuards, LargeBlocksWaitingInQuarantineStayWithinTheirVmaBudget) {
+  SKIP_UNLESS_PRELOAD();
+  misuse_run r = probe(TENON_SECURE_LIBRARY, "many_waiting_large");
+  ASSERT_TRUE(r.exited && r.exit_code == 0 && r.printed("END")) << r.describe();
+  long added = note(r, "vmas_after") - note(r, "vmas_before");
+  long chunks = note(r, "chunks"), threads = note(r, "threads");
+  ASSERT_GT(chunks, 0) << r.describe();
+  EXPECT_LE(added, 4 * 4096 + 2 * 4096 + 3 * threads + 4 * chunks + 64) << r.describe();
+}
+
 // Fresh blocks in address order under the default build (the control: the
 // probe sees order when there is some); in no predictable order under the
 // secure build, and a different one in each process.

@@ -40,6 +40,11 @@
  *                    budget of guarded large blocks, 4,096); NOTE vmas_before, vmas_after
  *                    (lines of /proc/self/maps) and chunks (distinct 4 MiB
  *                    units holding them); END
+ *   many_waiting_large  2,000 threads alive at once, each having freed 8
+ *                    large blocks of 33,000 bytes (its quarantine ring's
+ *                    8 large slots full: 16,000 blocks waiting); NOTE
+ *                    vmas_before, vmas_after, threads (those started) and
+ *                    chunks (distinct 4 MiB units holding the blocks); END
  *   large_blocks     large blocks of every layout used as a program would:
  *                    sizes about the small/large and large/huge limits,
  *                    realloc growing and shrinking across them, aligned
@@ -69,6 +74,7 @@
  *                    address order) and NOTE order ... (each block's rank
  *                    by address); END */
 #include <malloc.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -249,6 +255,53 @@ static int by_address(const void* a, const void* b) {
   return x < y ? -1 : x > y;
 }
 
+/* many_waiting_large: each thread frees its 8 blocks, then waits with them in
+ * its quarantine ring until every thread has counted. */
+enum { kWaitingThreads = 2000, kWaitingPerThread = 8 };
+static pthread_barrier_t g_freed, g_counted;
+static uintptr_t g_waiting_units[kWaitingThreads * kWaitingPerThread];
+
+static void* free_and_wait(void* arg) {
+  uintptr_t* units = arg;
+  char* b[kWaitingPerThread];
+  for (int i = 0; i < kWaitingPerThread; ++i) {
+    b[i] = malloc(33000);
+    if (!b[i]) exit(2);
+    b[i][0] = 1;
+    units[i] = (uintptr_t)b[i] / CHUNK;
+  }
+  for (int i = 0; i < kWaitingPerThread; ++i) free(b[i]);
+  pthread_barrier_wait(&g_freed);
+  pthread_barrier_wait(&g_counted);
+  return NULL;
+}
+
+static int many_waiting_large(void) {
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 64 * KIB);
+  pthread_barrier_init(&g_freed, NULL, kWaitingThreads + 1);
+  pthread_barrier_init(&g_counted, NULL, kWaitingThreads + 1);
+  static pthread_t threads[kWaitingThreads];
+  long before = count_maps();
+  for (int i = 0; i < kWaitingThreads; ++i)
+    if (pthread_create(&threads[i], &attr, free_and_wait, &g_waiting_units[i * kWaitingPerThread]) != 0) {
+      printf("NOTE threads %d (pthread_create failed: no mapping left?)\n", i);
+      exit(3);
+    }
+  pthread_barrier_wait(&g_freed);
+  long after = count_maps();
+  size_t count = kWaitingThreads * kWaitingPerThread, chunks = 0;
+  qsort(g_waiting_units, count, sizeof *g_waiting_units, by_address);
+  for (size_t i = 0; i < count; ++i)
+    if (i == 0 || g_waiting_units[i] != g_waiting_units[i - 1]) ++chunks;
+  printf("NOTE vmas_before %ld\nNOTE vmas_after %ld\nNOTE threads %d\nNOTE chunks %zu\n", before, after,
+         (int)kWaitingThreads, chunks);
+  pthread_barrier_wait(&g_counted);
+  for (int i = 0; i < kWaitingThreads; ++i) pthread_join(threads[i], NULL);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const char* c = argc > 1 ? argv[1] : "";
   if (!strcmp(c, "large_overflow")) {
@@ -313,6 +366,8 @@ int main(int argc, char** argv) {
       if (i == 0 || units[i] != units[i - 1]) ++chunks;
     printf("NOTE vmas_before %ld\nNOTE vmas_after %ld\nNOTE chunks %zu\n", before, after, chunks);
     for (size_t i = 0; i < count; ++i) free(blocks[i]);
+  } else if (!strcmp(c, "many_waiting_large")) {
+    if (many_waiting_large() != 0) return 2;
   } else if (!strcmp(c, "large_blocks")) {
     printf("NOTE bad %ld\n", large_blocks());
   } else if (!strcmp(c, "aligned_double_free")) {
