@@ -33,7 +33,9 @@
 // calling thread's ring (another thread's ring is its own), and so does an
 // allocation Inner fails, before its one retry (at an address-space limit,
 // the blocks just freed are reused at once); release() every waiting block
-// before a heap underneath drops everything.
+// before a heap underneath drops everything. At most kMaxClosedLarge large
+// blocks wait closed at a time, process-wide (their mappings' VMAs); past
+// that a large block waits open.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -49,6 +51,19 @@
 #include "tenon/secure/zeroed.h"
 
 namespace tenon::secure {
+
+// Large blocks waiting closed, process-wide (every quarantine of the
+// process): at most kMaxClosedLarge. A closed block splits its chunk's
+// mapping, up to two VMAs more (beside its guards': large.ipp), and the
+// rings hold 8 large blocks for every thread alive, however many threads
+// there are: until 2026-11-27 every waiting block was closed, and 2,553
+// threads that had freed 8 large blocks each used up Linux's 65,530 mappings
+// (vm.max_map_count): the next pthread_create, mmap or mprotect failed. Past
+// the budget a block waits open (its reuse delayed all the same; a read or
+// write after free there is not caught). 4,096 blocks: at most 8,192 VMAs, an
+// eighth of Linux's default, beside the guards' quarter.
+inline constexpr std::uint32_t kMaxClosedLarge = 4096;
+inline constinit std::atomic<std::uint32_t> g_closed_large{0};
 
 template <layer Inner, std::size_t kSmallSlots, std::size_t kMaxSmallBlock, std::size_t kLargeSlots,
           std::size_t kMaxLargeBlock, std::size_t kStripes = 16, std::size_t kZeroed = 4096>
@@ -118,13 +133,13 @@ struct quarantine : pass_through<Inner> {
       return;
     }
     if (n <= kKept || n > kMaxLargeBlock) return Inner::dealloc(p);
-    close_pages(p, n);
+    void* waiting = close_pages(p, n);  // p, marked if closed
     ring* r = kRings ? mine().r : nullptr;
     if (r) {
-      entry out = take_turn(r->large, r->large_turn, {p, n});
+      entry out = take_turn(r->large, r->large_turn, {waiting, n});
       if (out.p) leave_large(out.p, out.n);
-    } else if (void* out = wait_shared(p, n, false)) {
-      leave_large(out, block_size(out));
+    } else if (void* out = wait_shared(waiting, n, false)) {
+      leave_large(out, block_size(unmarked(out)));
     }
   }
 
@@ -256,7 +271,7 @@ struct quarantine : pass_through<Inner> {
       }
     for (std::size_t i = 0; i < kLargeSlots * kStripes; ++i)
       if (void* out = large_slots()[i].exchange(nullptr, std::memory_order_acq_rel)) {
-        leave_large(out, block_size(out));
+        leave_large(out, block_size(unmarked(out)));
         any = true;
       }
     return any;
@@ -328,24 +343,41 @@ struct quarantine : pass_through<Inner> {
     return {reinterpret_cast<void*>(start), end > start ? end - start : 0};
   }
 
+  // A large block waits as its pointer with bit 0 set when its pages were
+  // closed (a large block starts on a page): its way out opens them again.
+  static void* marked(void* p) { return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(p) | 1); }
+  static void* unmarked(void* w) {
+    return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(w) & ~std::uintptr_t{1});
+  }
+
   // Closing is best effort: a refusal leaves the block open, less guarded.
   // Closed, its pages are owed their reopening (os::owe_reopening: under
-  // RLIMIT_DATA no mapping may take the share they lend meanwhile).
-  static void close_pages(void* p, std::size_t n) {
-    if (pages g = closable(p, n); g.bytes && os::protect(g.start, g.bytes, false))
+  // RLIMIT_DATA no mapping may take the share they lend meanwhile), and it
+  // counts against kMaxClosedLarge (above the class): past that budget a block
+  // waits open. p, marked if closed.
+  static void* close_pages(void* p, std::size_t n) {
+    pages g = closable(p, n);
+    if (!g.bytes) return p;
+    if (g_closed_large.fetch_add(1, std::memory_order_relaxed) < kMaxClosedLarge &&
+        os::protect(g.start, g.bytes, false)) {
       os::owe_reopening(static_cast<std::ptrdiff_t>(g.bytes));
+      return marked(p);
+    }
+    g_closed_large.fetch_sub(1, std::memory_order_relaxed);
+    return p;
   }
 
   // Opening is not: a page made writable again counts against RLIMIT_DATA,
   // and a refused open leaves closed pages in the block (leave_large). False
   // then. Out of line with leave_large: in line, the branch changed GCC's
   // inlining for the whole unit (the secure malloc(32)+free pair 273 -> 283
-  // instructions).
+  // instructions). A block left closed keeps its place in the budget (its
+  // mapping stays split).
   static bool reopen_pages(void* p, std::size_t n) {
     pages g = closable(p, n);
-    if (!g.bytes) return true;
     bool opened = os::protect(g.start, g.bytes, true);
     os::owe_reopening(-static_cast<std::ptrdiff_t>(g.bytes));  // opened, or given up with the block
+    if (opened) g_closed_large.fetch_sub(1, std::memory_order_relaxed);
     return opened;
   }
 
@@ -356,13 +388,15 @@ struct quarantine : pass_through<Inner> {
     Inner::dealloc(p);
   }
 
-  // A large block leaves: open again, then Inner has it. One whose pages the
-  // kernel would not open (RLIMIT_DATA) is never handed back: Inner would
-  // give it out with closed pages, and its next user would fault at the
-  // first write (preload.data_limit). A leak of its size, and a second free
-  // of it is still reported (the canary's freed tag).
-  [[gnu::noinline]] static void leave_large(void* p, std::size_t n) {
-    if (__builtin_expect(!reopen_pages(p, n), 0)) return;
+  // A large block leaves (as it waited: marked if closed): open again, then
+  // Inner has it. One whose pages the kernel would not open (RLIMIT_DATA) is
+  // never handed back: Inner would give it out with closed pages, and its
+  // next user would fault at the first write (preload.data_limit). A leak of
+  // its size, and a second free of it is still reported (the canary's freed
+  // tag).
+  [[gnu::noinline]] static void leave_large(void* waiting, std::size_t n) {
+    void* p = unmarked(waiting);
+    if (waiting != p && __builtin_expect(!reopen_pages(p, n), 0)) return;
     Inner::dealloc(p);
   }
 
