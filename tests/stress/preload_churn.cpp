@@ -705,8 +705,8 @@ void* short_life(void*) {
     for (unsigned n = 1 + static_cast<unsigned>(c.r().below(40)); n-- > 0;) c.allocate();
     c.finish(c.r().below(4) != 0);
   } else {
-    for (unsigned n = 20 + static_cast<unsigned>(c.r().below(1500)); n-- > 0 && !g_stop.load(std::memory_order_relaxed);)
-      c.step();
+    unsigned steps = 20 + static_cast<unsigned>(c.r().below(1500));
+    while (steps-- > 0 && !g_stop.load(std::memory_order_relaxed)) c.step();
   }
   c.finish(c.r().one_in(3));
   return nullptr;
