@@ -1,6 +1,7 @@
 // The secure quarantine's per-thread rings (tenon/secure/quarantine.hpp),
 // over the default allocator (not releasable: rings, not only shared slots):
-// a thread's exit gives back every block its ring held;
+// a thread's exit gives back every block its ring held; an idle thread's
+// large blocks (in the shared slots) are within another thread's trim;
 // a block waits exactly 64 frees of its thread; a write after free into a
 // block waiting in a ring is caught when the block leaves.
 #include <gtest/gtest.h>
@@ -35,7 +36,11 @@ using counted = outstanding<tenon::default_allocator>;
 using q = tenon::secure::quarantine<counted, 64, tenon::kMaxSmall, 8, tenon::kMaxLarge>;
 static_assert(!tenon::releasable<q>, "over the process allocator: rings");
 
+// Small blocks wait in the threads' rings, drained at their exits; large
+// ones in the shared slots, which trim() (any thread's) drains: nothing
+// outstanding after both, though this thread's ring is empty.
 TEST(QuarantineRing, ThreadExitStrandsNothing) {
+  q::trim(0);  // what earlier tests left in the shared slots
   long before = counted::live.load();
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)
@@ -49,7 +54,34 @@ TEST(QuarantineRing, ThreadExitStrandsNothing) {
       }
     });
   for (auto& th : threads) th.join();
+  q::trim(0);
   EXPECT_EQ(counted::live.load(), before) << "blocks left behind by exited threads";
+}
+
+// A thread that freed large blocks and then only waits: another thread's
+// trim() gives them back. In its ring they stayed (closed, resident) until
+// it freed more or exited, out of trim()'s reach (until 2026-11-27; 8 large
+// blocks a thread: preload.secure.idle_threads_waiting).
+TEST(QuarantineRing, AnIdleThreadsLargeBlocksAreWithinAnyTrimsReach) {
+  q::trim(0);
+  long before = counted::live.load();
+  std::atomic<int> step{0};
+  std::thread idle([&step] {
+    for (int i = 0; i < 8; ++i) {
+      void* p = q::alloc(40000);
+      ASSERT_NE(p, nullptr);
+      std::memset(p, 0x5a, 40000);
+      q::dealloc(p);
+    }
+    step.store(1);
+    while (step.load() != 2) std::this_thread::yield();
+  });
+  while (step.load() != 1) std::this_thread::yield();
+  EXPECT_EQ(counted::live.load(), before + 8) << "the 8 large blocks wait";
+  q::trim(0);
+  EXPECT_EQ(counted::live.load(), before) << "large blocks of an idle thread out of trim's reach";
+  step.store(2);
+  idle.join();
 }
 
 TEST(QuarantineRing, ABlockWaitsSixtyFourFreesOfItsThread) {

@@ -17,20 +17,26 @@
 // One layer for both pools, not one over the other, so that a block is looked
 // up once on its way in and once on its way out.
 //
-// Where blocks wait. Over the process allocator, in a ring of the thread's
-// own (plain loads and stores: no atomic instruction on a free; the ring
-// keeps each block's size, so a block leaving is not looked up again), in a
-// mapping of its own made at the thread's first free (not a heap block,
-// which an overflow from its neighbour could reach) and drained by a
-// thread-exit hook (a pthread key), so a thread's exit strands nothing.
-// Frees before the ring exists, after the hook ran (a later key's
+// Where blocks wait. Small blocks over the process allocator, in a ring of
+// the thread's own (plain loads and stores: no atomic instruction on a free;
+// the ring keeps each block's size, so a block leaving is not looked up
+// again), in a mapping of its own made at the thread's first free (not a
+// heap block, which an overflow from its neighbour could reach) and drained
+// by a thread-exit hook (a pthread key), so a thread's exit strands nothing.
+// Small frees before the ring exists, after the hook ran (a later key's
 // destructor) or when it could not be had take the shared slots:
 // process-wide atomics, kStripes stripes (a thread's by its TLS address), one
-// atomic exchange per free. Over a heap
-// that can be released (tenon::heap_layer), always the shared slots, which
-// release() can reach from any thread. Lock-free either way: no free waits
-// for another thread. trim() gives back the shared slots' blocks and the
-// calling thread's ring (another thread's ring is its own), and so does an
+// atomic exchange per free; and so does every large block, which thus waits
+// kLargeSlots large frees of its stripe's threads. In a ring, an idle
+// thread's large blocks stayed resident (closed) out of every other thread's
+// reach, malloc_trim's included (until 2026-11-27: 16 MiB a thread, 392 MB
+// for 50 idle threads); in the shared slots at most kLargeSlots * kStripes
+// wait, and trim() reaches them all. Their exchange is nothing beside the
+// mprotect calls a large block's wait makes. Over a heap that can be
+// released (tenon::heap_layer), always the shared slots, which release() can
+// reach from any thread. Lock-free either way: no free waits for another
+// thread. trim() gives back the shared slots' blocks and the calling
+// thread's ring (another thread's ring is its own), and so does an
 // allocation Inner fails, before its one retry (at an address-space limit,
 // the blocks just freed are reused at once); release() every waiting block
 // before a heap underneath drops everything. At most kMaxClosedLarge large
@@ -54,14 +60,17 @@ namespace tenon::secure {
 
 // Large blocks waiting closed, process-wide (every quarantine of the
 // process): at most kMaxClosedLarge. A closed block splits its chunk's
-// mapping, up to two VMAs more (beside its guards': large.ipp), and the
-// rings hold 8 large blocks for every thread alive, however many threads
-// there are: until 2026-11-27 every waiting block was closed, and 2,553
-// threads that had freed 8 large blocks each used up Linux's 65,530 mappings
-// (vm.max_map_count): the next pthread_create, mmap or mprotect failed. Past
-// the budget a block waits open (its reuse delayed all the same; a read or
-// write after free there is not caught). 4,096 blocks: at most 8,192 VMAs, an
-// eighth of Linux's default, beside the guards' quarter.
+// mapping, up to two VMAs more (beside its guards': large.ipp). When the
+// threads' rings held 8 large blocks each, however many threads there were,
+// every waiting block was closed, and 2,553 threads that had freed 8 large
+// blocks each used up Linux's 65,530 mappings (vm.max_map_count): the next
+// pthread_create, mmap or mprotect failed (until 2026-11-27). The shared
+// slots now hold every large block (kLargeSlots * kStripes a quarantine);
+// the budget bounds the quarantines of a process together (a secure heap
+// over tenon::heap_layer has its own). Past it a block waits open (its reuse
+// delayed all the same; a read or write after free there is not caught).
+// 4,096 blocks: at most 8,192 VMAs, an eighth of Linux's default, beside the
+// guards' quarter.
 inline constexpr std::uint32_t kMaxClosedLarge = 4096;
 inline constinit std::atomic<std::uint32_t> g_closed_large{0};
 
@@ -127,20 +136,15 @@ struct quarantine : pass_through<Inner> {
       if (r) {
         entry out = take_turn(r->small, r->small_turn, {p, n});
         if (out.p) leave_small(out.p, out.n);
-      } else if (void* out = wait_shared(p, n, true)) {
+      } else if (void* out = wait_shared(p, n)) {
         leave_small(out, block_size(out));
       }
       return;
     }
     if (n <= kKept || n > kMaxLargeBlock) return Inner::dealloc(p);
-    void* waiting = close_pages(p, n);  // p, marked if closed
-    ring* r = kRings ? mine().r : nullptr;
-    if (r) {
-      entry out = take_turn(r->large, r->large_turn, {waiting, n});
-      if (out.p) leave_large(out.p, out.n);
-    } else if (void* out = wait_shared(waiting, n, false)) {
+    // Large: the shared slots (above).
+    if (void* out = large_slot().exchange(close_pages(p, n), std::memory_order_acq_rel))
       leave_large(out, block_size(unmarked(out)));
-    }
   }
 
   // Inner's errno (ENOMEM) stands when nothing was waiting; a retry that
@@ -173,8 +177,7 @@ struct quarantine : pass_through<Inner> {
   };
   struct ring {
     entry small[kSmallSlots];
-    entry large[kLargeSlots];
-    unsigned small_turn, large_turn;
+    unsigned small_turn;
   };
   // The entry in comes into the pool's next slot; the one there goes out.
   template <std::size_t kSlots>
@@ -204,17 +207,16 @@ struct quarantine : pass_through<Inner> {
     return k;
   }
 
-  // A free with no ring: the thread's ring is made at its first free, else the
-  // block waits in the shared slots. Returns the block that leaves (its size
-  // to be looked up), or nullptr.
-  [[gnu::noinline]] static void* wait_shared(void* p, std::size_t n, bool small) {
+  // A small free with no ring: the thread's ring is made at its first small
+  // free, else the block waits in the shared slots. Returns the block that
+  // leaves (its size to be looked up), or nullptr.
+  [[gnu::noinline]] static void* wait_shared(void* p, std::size_t n) {
     if (kRings && mine().st == state::none && make_ring()) {
       ring* r = mine().r;  // new: the slot taken is empty
-      if (small) take_turn(r->small, r->small_turn, {p, n});
-      else take_turn(r->large, r->large_turn, {p, n});
+      take_turn(r->small, r->small_turn, {p, n});
       return nullptr;
     }
-    return (small ? small_slot() : large_slot()).exchange(p, std::memory_order_acq_rel);
+    return small_slot().exchange(p, std::memory_order_acq_rel);
   }
 
   static bool make_ring() {
@@ -251,12 +253,6 @@ struct quarantine : pass_through<Inner> {
       if (entry out = e; out.p) {
         e = {nullptr, 0};
         leave_small(out.p, out.n);
-        any = true;
-      }
-    for (entry& e : r->large)
-      if (entry out = e; out.p) {
-        e = {nullptr, 0};
-        leave_large(out.p, out.n);
         any = true;
       }
     return any;
