@@ -27,12 +27,17 @@ struct secure_config {
   static constexpr bool guard_pages = true;
   // Fresh blocks carved in a random order (secure/shuffle.h).
   using fresh_order = secure::shuffled_fresh_blocks;
+  // At a thread's exit, its quarantine ring is given back before its heap
+  // is parked (heap/attach.ipp, on_thread_exit). Defined below the layers.
+  static void before_thread_exit() noexcept;
 };
 
 constinit engine<secure_config> g_secure_engine;
 
 using secure_front = engine_front<g_secure_engine>;
 using secure_allocator = secure::layers<secure_front>;
+
+void secure_config::before_thread_exit() noexcept { secure::quarantine_of<secure_front>::give_back_ring(); }
 
 }  // namespace tenon
 

@@ -20,7 +20,12 @@
 
 namespace tenon::secure {
 
+// The quarantine of the stack (its drain at a thread's exit is named by
+// secure_config: src/secure/secure_engine.cpp).
 template <layer Bottom>
-using layers = zero_size<canary<quarantine<Bottom, 64, kMaxSmall, 8, kMaxLarge>>>;
+using quarantine_of = quarantine<Bottom, 64, kMaxSmall, 8, kMaxLarge>;
+
+template <layer Bottom>
+using layers = zero_size<canary<quarantine_of<Bottom>>>;
 
 }  // namespace tenon::secure

@@ -115,6 +115,20 @@ struct quarantine : pass_through<Inner> {
     return layer_ops<Inner>::trim(pad);
   }
 
+  // The calling thread's ring given back now, at its exit, before the heap
+  // underneath is parked (secure_config::before_thread_exit: the engine's
+  // thread-exit hook calls it first), so that its blocks reach spans the
+  // heap still owns; the ring's own key then has nothing left to give back.
+  // The thread's later frees take the shared slots.
+  static void give_back_ring() noexcept {
+    if constexpr (kRings) {
+      if (ring* r = mine().r) {
+        if (long key = key_cell().load(std::memory_order_acquire); key != -1) os::thread_key_set(key, nullptr);
+        on_thread_exit(r);
+      }
+    }
+  }
+
   // Over a heap (tenon::heap_layer): the waiting blocks leave first, checked
   // and accessible again, so that the heap's memory goes back whole.
   static void release() noexcept
