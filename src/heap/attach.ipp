@@ -248,18 +248,7 @@ void thread_heaps<C>::release(heap_t* h) {
   // Empty spans go back (a current one too: a thread that freed all it
   // allocated leaves nothing worth handing over, and its successor may
   // use other classes: threadtest T16 kept 0.3 MB more).
-  for (unsigned cls = 0; cls < kNumClasses; ++cls) {
-    class_lists& l = h->lists[cls];
-    if (span* s = l.empty) {
-      l.empty = nullptr;
-      release_empty(h, s);
-    }
-    if (span* s = h->current[cls]; s != &g_empty_span && s->used() == kCurrentBias) {
-      s->remove_used(kCurrentBias);
-      h->current[cls] = &g_empty_span;
-      release_empty(h, s);
-    }
-  }
+  release_unused_spans(h);
   h->st.add(stat_heaps_released);
   // Release: whoever takes the heap over (by the stack, or by name) sees
   // everything above. An entry it still has on the stack stands for it.

@@ -128,9 +128,12 @@ void thread_heaps<C>::cache_free(heap_t* h, span* s, block_cache& c) {
     cache_trim(h, c, kBlockCache.limit[s->cls] / 2);
 }
 
+// Every cache's blocks back to their spans, but the cache of class `except`
+// (one being refilled; kNumClasses: none).
 template <class C>
-void thread_heaps<C>::flush_caches(heap_t* h) {
+void thread_heaps<C>::flush_caches(heap_t* h, unsigned except) {
   for (block_cache& c : h->cache) {
+    if (c.front.cls == except) continue;
     cache_trim(h, c, 0);
     h->current[c.front.cls] = &g_empty_span;
   }

@@ -52,8 +52,8 @@ class thread_heaps {
   void flush_remote(heap_t* h);
 
   // Give every block in this heap's block caches back to its span (at trim;
-  // thread exit does it too).
-  void flush_caches(heap_t* h);
+  // thread exit does it too), but the cache of class `except`.
+  void flush_caches(heap_t* h, unsigned except = kNumClasses);
 
   // Sum of every heap's statistics, and the shared counts, into `out`.
   void sum_stats(stats_t& out);
@@ -68,6 +68,9 @@ class thread_heaps {
   heap_t* attach_unbound();
   // Count formed and released spans against `b` (nullptr: no limit).
   void set_budget(span_budget* b) { budget_ = b; }
+  // At the limit: give back the spans heap h keeps with no block in use
+  // (refill.ipp). True if any went.
+  bool make_room(heap_t* h, unsigned serving = kNumClasses);
   // Give every span of every heap of this part back to the arena, whatever
   // blocks are in use, and leave each heap empty and usable (drop.ipp). The
   // caller guarantees that no other thread uses these heaps meanwhile and
@@ -113,6 +116,7 @@ class thread_heaps {
   bool refill(span* s);
   block* pop(span* s);
   void release_empty(heap_t* h, span* s);
+  bool release_unused_spans(heap_t* h);
   void retire_empty(heap_t* h, class_lists& l, span* s);
   void make_current(heap_t* h, unsigned cls, span* s);
   bool park_full(class_lists& l, span* s);
