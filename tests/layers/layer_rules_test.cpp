@@ -200,4 +200,29 @@ TEST_F(Layers, StandardApiReallocEdgeCases) {
   EXPECT_EQ(g_log, "base.dealloc base.alloc ") << "realloc(p, 0) frees p and returns a minimal block";
 }
 
+// What the layer must check itself (docs/layers.md): malloc, calloc and
+// unaligned operator new hand an impossible size on unchecked (the default
+// build's fast path has no test for it); realloc, reallocarray and the
+// aligned calls refuse it first. A layer that adds bytes to n must refuse
+// n > PTRDIFF_MAX itself, or n wraps (as valgrind_annotations' did).
+TEST_F(Layers, StandardApiPassesMallocSizesOnUnchecked) {
+  using api = tenon::standard_api<base>;
+  api::malloc(SIZE_MAX);
+  api::calloc(1, SIZE_MAX);
+  (void)api::op_new_nothrow(SIZE_MAX, tenon::detail::nothrow_form::scalar);
+  EXPECT_EQ(g_log, "base.alloc base.alloc_zeroed base.alloc ");
+  g_log.clear();
+  void* p = api::malloc(10);
+  g_log.clear();
+  errno = 0;
+  EXPECT_EQ(api::realloc(p, SIZE_MAX - 8), nullptr);
+  EXPECT_EQ(api::reallocarray(p, 1, std::size_t{PTRDIFF_MAX} + 1), nullptr);
+  EXPECT_EQ(api::aligned_alloc(64, SIZE_MAX), nullptr);
+  EXPECT_EQ(api::memalign(64, SIZE_MAX), nullptr);
+  EXPECT_EQ(api::valloc(SIZE_MAX - 4096), nullptr);
+  EXPECT_EQ(api::pvalloc(SIZE_MAX / 2 + 1), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  EXPECT_EQ(g_log, "") << "these refuse before the layer";
+}
+
 }  // namespace
