@@ -62,7 +62,7 @@ struct valgrind_annotations : pass_through<I> {
 
   // malloc, calloc and operator new pass n on unchecked (layer.hpp): a
   // size past PTRDIFF_MAX is refused here, before the head and tail are
-  // added to it (until 2026-11-28 one within 32 bytes of SIZE_MAX wrapped to
+  // added to it (until 2026-11-27 one within 32 bytes of SIZE_MAX wrapped to
   // a tiny block, handed out as a block of n bytes).
   static void* alloc(std::size_t n) noexcept {
     if (n > kMaxRequest) return refuse();

@@ -75,7 +75,7 @@ TEST(ValgrindLayer, ReallocKeepsContentsInPlaceAndMoved) {
 // malloc, calloc and operator new pass their size on unchecked (layer.hpp),
 // and the layer adds its head and tail to it: a size within 32 bytes of
 // SIZE_MAX wrapped to a tiny inner block, which came back as a block of
-// "SIZE_MAX bytes" (until 2026-11-28). Each must be refused as the default
+// "SIZE_MAX bytes" (until 2026-11-27). Each must be refused as the default
 // build refuses it: NULL with ENOMEM, bad_alloc, nullptr.
 TEST(ValgrindLayer, ImpossibleSizesAreRefusedNotWrapped) {
   for (std::size_t n : {SIZE_MAX, SIZE_MAX - 15, SIZE_MAX - 16, SIZE_MAX - 31, std::size_t{PTRDIFF_MAX} + 1}) {
