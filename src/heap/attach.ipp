@@ -148,7 +148,9 @@ thread_heap<C>* thread_heaps<C>::claim_heap(bool parked) {
 
 template <class C>
 thread_heap<C>* thread_heaps<C>::attach_unbound() {
-  return claim_heap();
+  heap_t* h = claim_heap();
+  if (h) live_heaps_.fetch_add(1, std::memory_order_relaxed);
+  return h;
 }
 
 // `wanted`: the owner of the block that a thread with no heap yet frees
@@ -176,6 +178,7 @@ thread_heap<C>* thread_heaps<C>::attach(void* wanted, bool freeing) {
     return nullptr;
   }
   h->attached_seq = park_seq_.load(std::memory_order_relaxed);
+  live_heaps_.fetch_add(1, std::memory_order_relaxed);
   // Installed before the key's value, whose setting may itself call calloc
   // (keys past the first 32 need a second-level array): that nested call
   // finds the heap.
@@ -236,6 +239,7 @@ thread_heap<C>* thread_heaps<C>::trade_for_parked(heap_t* h) {
 template <class C>
 void thread_heaps<C>::release(heap_t* h) {
   TENON_INJECT_POINT("heap.release");
+  live_heaps_.fetch_sub(1, std::memory_order_relaxed);
   flush_remote(h);
   // Close the inbox: whatever arrives while the heap has no thread goes to
   // the spans' remote lists, where the heap's next thread (or an adopter of

@@ -136,6 +136,7 @@ class thread_heaps {
   void* cache_alloc(heap_t* h, unsigned cls);
   void cache_return(heap_t* h, block* b);
   [[gnu::noinline]] void cache_trim(heap_t* h, block_cache& c, std::uint32_t keep);
+  [[gnu::noinline]] void cache_overflow(heap_t* h, block_cache& c);
   void cache_free(heap_t* h, span* s, block_cache& c);
   void drop_caches(heap_t* h);
 
@@ -186,6 +187,10 @@ class thread_heaps {
   // Parkings so far: a heap parked after a grower attached (its thread was
   // the grower's contemporary, not its predecessor) may be given up at once.
   std::atomic<std::uint32_t> park_seq_{0};
+  // Heaps attached and not released (first-class heaps' sub-heaps count
+  // from their attach on, for good): what the block caches' budget is
+  // divided by (block_cache_limit). A heuristic: relaxed.
+  std::atomic<std::uint32_t> live_heaps_{0};
   // The pthread key whose destructor releases a thread's heap (-1: none yet).
   std::atomic<long> key_{-1};
   // Span bytes counted against a limit (first-class heaps only).
