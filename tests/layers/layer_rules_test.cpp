@@ -124,7 +124,17 @@ TEST_F(Layers, ChangingAllocMakesInheritedHooksGeneric) {
   L::dealloc_sized(q, 100);
   L::dealloc_aligned_sized(q, 16, 100);
   EXPECT_EQ(g_log, "outer.alloc base.alloc base.dealloc base.dealloc ");
-  EXPECT_EQ(L::trim(0), 0);
+}
+
+// trim is inherited by every wrapper, like stats: it gives back memory no
+// block holds, so it cannot bypass what a wrapper does to its blocks, and a
+// wrapper that changes alloc (a counting layer) over a layer that caches
+// (the per-CPU caches, the default engine's purge) kept malloc_trim from
+// reaching them (it answered 0) until 2026-11-27.
+TEST_F(Layers, EveryWrapperInheritsTrim) {
+  EXPECT_EQ(tenon::layer_ops<changes_alloc<base>>::trim(0), 1);
+  EXPECT_EQ(tenon::layer_ops<changes_dealloc<base>>::trim(0), 1);
+  EXPECT_EQ(tenon::layer_ops<own_realloc<changes_dealloc<base>>>::trim(0), 1);
 }
 
 TEST_F(Layers, ChangingDeallocMakesSizedFreesGeneric) {
