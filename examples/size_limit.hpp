@@ -2,6 +2,8 @@
 // sizes) would pass Limit, as a container's memory limit would, but inside
 // the process and with the standard failure answer. Lock-free: one CAS loop
 // on the live-bytes word (a failed CAS means another thread progressed).
+// I is the default allocator or layers over it (what it hands out, tenon
+// owns: tenon_owns tells charged blocks from foreign ones at free).
 #pragma once
 #include <errno.h>
 
@@ -18,8 +20,11 @@ template <class I, std::size_t Limit>
 struct size_limit : tenon::pass_through<I> {
   static void* alloc(std::size_t n) noexcept { return admit(I::alloc(n)); }
   static void* alloc_aligned(std::size_t align, std::size_t n) noexcept { return admit(I::alloc_aligned(align, n)); }
+  // Only blocks tenon owns were charged: a foreign one (glibc's, which the
+  // default allocator's free passes on; docs/api.md) must not be credited,
+  // or the budget wraps below zero and every smaller malloc fails.
   static void dealloc(void* p) noexcept {
-    if (p) g_live_bytes.fetch_sub(I::usable_size(p), std::memory_order_relaxed);
+    if (p && tenon_owns(p)) g_live_bytes.fetch_sub(I::usable_size(p), std::memory_order_relaxed);
     I::dealloc(p);
   }
 

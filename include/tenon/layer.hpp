@@ -53,7 +53,10 @@ concept layer = requires(std::size_t n, std::size_t align, void* p, const void* 
 //   void* alloc_zeroed(std::size_t n)       as alloc, the first n bytes zero (calloc).
 //   void dealloc_sized(void* p, std::size_t n)                       n: the size asked for p.
 //   void dealloc_aligned_sized(void* p, std::size_t align, std::size_t n)   p from alloc_aligned(align, n).
-//   int trim(std::size_t pad)               give free memory back to the OS; 1 if any was, else 0.
+//   int trim(std::size_t pad)               give free memory back to the OS; 1 if any was, else 0. A
+//                                           wrapper always inherits its inner layer's (it touches no
+//                                           block); one that keeps blocks writes its own to give them
+//                                           back first.
 //   int stats(tenon_stats* s)               fill *s (s->version set by the caller) without allocating:
 //                                           0, or EINVAL (NULL, unknown version). Without the hook: ENOSYS
 //                                           (glibc's reporting calls then go to the next library's). A
@@ -195,10 +198,12 @@ struct layer_ops {
       return detail::hook_applies<L, &L::dealloc_aligned_sized,
                                   &pass_through<typename L::inner>::dealloc_aligned_sized>();
   }
+  // trim, like stats, applies whatever a wrapper changes: it gives back
+  // memory no block holds, so it cannot bypass what the wrapper does to its
+  // blocks (a wrapper that keeps blocks of its own writes trim to give them
+  // back first).
   static consteval bool has_trim() {
-    if constexpr (!requires(std::size_t n) { { L::trim(n) } noexcept -> std::same_as<int>; }) return false;
-    else if constexpr (!detail::wraps<L>) return true;
-    else return detail::hook_applies<L, &L::trim, &pass_through<typename L::inner>::trim>();
+    return requires(std::size_t n) { { L::trim(n) } noexcept -> std::same_as<int>; };
   }
 };
 

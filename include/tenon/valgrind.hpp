@@ -29,6 +29,9 @@
 // reported) is not passed on: the block leaks instead of corrupting the
 // heap, as memcheck's own free does.
 #pragma once
+#include <errno.h>
+#include <stdint.h>
+
 #include <cstddef>
 #include <cstring>
 
@@ -57,7 +60,12 @@ struct valgrind_annotations : pass_through<I> {
   static constexpr std::size_t kHead = 16;
   static constexpr std::size_t kTail = 16;
 
+  // malloc, calloc and operator new pass n on unchecked (layer.hpp): a
+  // size past PTRDIFF_MAX is refused here, before the head and tail are
+  // added to it (until 2026-11-27 one within 32 bytes of SIZE_MAX wrapped to
+  // a tiny block, handed out as a block of n bytes).
   static void* alloc(std::size_t n) noexcept {
+    if (n > kMaxRequest) return refuse();
     return annotate(quietly([&] { return I::alloc(kHead + n + kTail); }), kHead, n, false);
   }
 
@@ -67,6 +75,7 @@ struct valgrind_annotations : pass_through<I> {
   }
 
   static void* alloc_zeroed(std::size_t n) noexcept {
+    if (n > kMaxRequest) return refuse();
     return annotate(quietly([&] { return layer_ops<I>::alloc_zeroed(kHead + n + kTail); }), kHead, n, true);
   }
 
@@ -106,6 +115,16 @@ struct valgrind_annotations : pass_through<I> {
   static int trim(std::size_t pad) noexcept { return quietly([&] { return layer_ops<I>::trim(pad); }); }
 
  private:
+  // The largest size a block can be asked for (the C standard's
+  // PTRDIFF_MAX): the head (at most an alignment of 2^62, which
+  // standard_api allows) and the tail added to it stay below SIZE_MAX.
+  static constexpr std::size_t kMaxRequest = static_cast<std::size_t>(PTRDIFF_MAX);
+
+  static void* refuse() noexcept {
+    errno = ENOMEM;
+    return nullptr;
+  }
+
   // The inner layer's own work, with memcheck's reports off: it reads and
   // writes the links inside freed (unaddressable) blocks. Reporting is per
   // thread, so other threads' errors still show.

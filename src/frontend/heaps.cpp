@@ -298,6 +298,16 @@ inline void* alloc_small(tenon_heap* h, unsigned cls) {
   return h->heaps.alloc_slow(sub, cls);
 }
 
+// `bytes` counted against h's limit. At the limit, the calling thread's
+// sub-heap first gives back the spans it keeps with no block in use (its
+// empty current spans, spares and cached blocks' spans), as a small
+// allocation at the limit does (thread_heaps::make_room).
+bool take_budget(tenon_heap* h, std::size_t bytes) {
+  if (h->budget.take(bytes)) return true;
+  sub_heap* sub = t_thread_id ? h->subs[t_thread_id - 1] : nullptr;
+  return sub && h->heaps.make_room(sub) && h->budget.take(bytes);
+}
+
 // A large or huge block (kMaxSmall < n, or a big alignment) recorded in a
 // slot of the heap.
 void* alloc_large(tenon_heap* h, std::size_t n, std::size_t align, bool zero) {
@@ -315,7 +325,7 @@ void* alloc_large(tenon_heap* h, std::size_t n, std::size_t align, bool zero) {
   } else {
     bytes = ((n + slack + kSliceSize - 1) >> kSliceShift) << kSliceShift;
   }
-  if (!h->budget.take(bytes)) {
+  if (!take_budget(h, bytes)) {
     errno = ENOMEM;
     return nullptr;
   }

@@ -158,7 +158,9 @@ thread_heap<C>* thread_heaps<C>::claim_heap(bool parked) {
 
 template <class C>
 thread_heap<C>* thread_heaps<C>::attach_unbound() {
-  return claim_heap();
+  heap_t* h = claim_heap();
+  if (h) live_heaps_.fetch_add(1, std::memory_order_relaxed);
+  return h;
 }
 
 // `wanted`: the owner of the block that a thread with no heap yet frees
@@ -186,6 +188,7 @@ thread_heap<C>* thread_heaps<C>::attach(void* wanted, bool freeing) {
     return nullptr;
   }
   h->attached_seq = park_seq_.load(std::memory_order_relaxed);
+  live_heaps_.fetch_add(1, std::memory_order_relaxed);
   // Installed before the key's value, whose setting may itself call calloc
   // (keys past the first 32 need a second-level array): that nested call
   // finds the heap.
@@ -246,6 +249,7 @@ thread_heap<C>* thread_heaps<C>::trade_for_parked(heap_t* h) {
 template <class C>
 void thread_heaps<C>::release(heap_t* h) {
   TENON_INJECT_POINT("heap.release");
+  live_heaps_.fetch_sub(1, std::memory_order_relaxed);
   flush_remote(h);
   // Close the inbox: whatever arrives while the heap has no thread goes to
   // the spans' remote lists, where the heap's next thread (or an adopter of
@@ -258,18 +262,7 @@ void thread_heaps<C>::release(heap_t* h) {
   // Empty spans go back (a current one too: a thread that freed all it
   // allocated leaves nothing worth handing over, and its successor may
   // use other classes: threadtest T16 kept 0.3 MB more).
-  for (unsigned cls = 0; cls < kNumClasses; ++cls) {
-    class_lists& l = h->lists[cls];
-    if (span* s = l.empty) {
-      l.empty = nullptr;
-      release_empty(h, s);
-    }
-    if (span* s = h->current[cls]; s != &g_empty_span && s->used() == kCurrentBias) {
-      s->remove_used(kCurrentBias);
-      h->current[cls] = &g_empty_span;
-      release_empty(h, s);
-    }
-  }
+  release_unused_spans(h);
   h->st.add(stat_heaps_released);
   // Release: whoever takes the heap over (by the stack, or by name) sees
   // everything above. An entry it still has on the stack stands for it.

@@ -32,7 +32,7 @@ bool thread_heaps<C>::cache_put_back(class_lists& l, span* s) {
 template <class C>
 bool thread_heaps<C>::cache_refill(heap_t* h, unsigned cls, block_cache& c) {
   class_lists& l = h->lists[cls];
-  std::uint32_t want = kBlockCache.limit[cls] / 4 ? kBlockCache.limit[cls] / 4 : 1;
+  std::uint32_t want = c.limit / 4 ? c.limit / 4 : 1;
   while (want) {
     span* s = find_span(h, cls);
     if (!s) return c.front.free != nullptr;
@@ -124,13 +124,23 @@ void thread_heaps<C>::cache_free(heap_t* h, span* s, block_cache& c) {
   if (__builtin_expect(b == c.front.free, 0)) report_misuse("free", b, "double free", s->block_size);
   C::links::set_next(b, c.front.free, &c.front);
   c.front.free = b;
-  if (--c.front.until_slow < -static_cast<std::int32_t>(kBlockCache.limit[s->cls]))
-    cache_trim(h, c, kBlockCache.limit[s->cls] / 2);
+  if (--c.front.until_slow < -static_cast<std::int32_t>(c.limit)) cache_overflow(h, c);
 }
 
+// A cache past its bound: the bound again from the heaps attached now (the
+// budget's share, read only here), and back to half of it if still past.
 template <class C>
-void thread_heaps<C>::flush_caches(heap_t* h) {
+void thread_heaps<C>::cache_overflow(heap_t* h, block_cache& c) {
+  c.limit = block_cache_limit(c.front.cls, live_heaps_.load(std::memory_order_relaxed));
+  if (cached_blocks(c) > c.limit) cache_trim(h, c, c.limit / 2);
+}
+
+// Every cache's blocks back to their spans, but the cache of class `except`
+// (one being refilled; kNumClasses: none).
+template <class C>
+void thread_heaps<C>::flush_caches(heap_t* h, unsigned except) {
   for (block_cache& c : h->cache) {
+    if (c.front.cls == except) continue;
     cache_trim(h, c, 0);
     h->current[c.front.cls] = &g_empty_span;
   }

@@ -120,7 +120,21 @@ span* thread_heaps<C>::find_span(heap_t* h, unsigned cls) {
   absorb_before_growing(h, cls);
   if (notes) scan_full(h, cls);
   if (span* s = heap_detail::take_owned(l)) return s;
-  return form_small_span(h, cls, &h->chunk_hint, &h->st);
+  if (span* s = form_small_span(h, cls, &h->chunk_hint, &h->st)) return s;
+  if (budget_ && make_room(h, cls)) return form_small_span(h, cls, &h->chunk_hint, &h->st);
+  return nullptr;
+}
+
+// A first-class heap at its limit (budget_): the spans it keeps with no block
+// in use are counted against the limit for as long as it keeps them, so they
+// go back before an allocation fails: the cached blocks to their spans (but
+// those of `serving`, a class whose cache is being refilled), then every
+// spare and empty current span. Only this thread's sub-heap: the other
+// threads' are theirs alone. True if any span went back.
+template <class C>
+bool thread_heaps<C>::make_room(heap_t* h, unsigned serving) {
+  flush_caches(h, serving);
+  return release_unused_spans(h);
 }
 
 template <class C>

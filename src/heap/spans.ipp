@@ -165,6 +165,33 @@ void thread_heaps<C>::release_empty(heap_t* h, span* s) {
   chunks_->release_span(s, &h->st);
 }
 
+// The spans this heap keeps with no block in use go back to the arena: every
+// class's spare (l.empty) and every current span whose blocks are all free
+// (used: the current bias alone; blocks freed by other threads and not yet
+// merged still count). The block caches' classes have no current span (their
+// current is the cache's front or the empty span); their spans empty when the
+// caches are flushed first. True if any span went back.
+template <class C>
+bool thread_heaps<C>::release_unused_spans(heap_t* h) {
+  bool any = false;
+  for (unsigned cls = 0; cls < kNumClasses; ++cls) {
+    class_lists& l = h->lists[cls];
+    if (span* s = l.empty) {
+      l.empty = nullptr;
+      release_empty(h, s);
+      any = true;
+    }
+    if (kBlockCache.slot[cls] != block_cache_detail::kNone) continue;
+    if (span* s = h->current[cls]; s != &g_empty_span && s->used() == kCurrentBias) {
+      s->remove_used(kCurrentBias);
+      h->current[cls] = &g_empty_span;
+      release_empty(h, s);
+      any = true;
+    }
+  }
+  return any;
+}
+
 // A span that just became empty (not on any list): keep it as the class's
 // spare if the class is one whose spans empty often and no spare is kept,
 // else give its slices back.

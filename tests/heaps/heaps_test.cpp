@@ -320,6 +320,30 @@ TEST(Heaps, LimitFailsWithEnomemAndResetRestoresIt) {
   tenon_heap_destroy(wide);
 }
 
+// Spans a thread's sub-heap keeps with no live block (the current span of
+// each class it used, a spare of a class with few blocks a span) make room
+// when the heap reaches its limit: with a limit of one 64 KiB span, one
+// block at a time of every small size, each freed before the next, fits
+// (before 2026-11-27, every size after the first failed with ENOMEM), and
+// so does a large block once the small ones are gone.
+TEST(Heaps, EmptySpansKeptByTheThreadMakeRoomAtTheLimit) {
+  heap_guard g(64u << 10);
+  for (std::size_t n = 16; n <= 1024; n += 16) {
+    errno = 0;
+    void* p = tenon_heap_malloc(g.h, n);
+    ASSERT_NE(p, nullptr) << "tenon_heap_malloc(h, " << n << ") under a 64 KiB limit, errno " << errno
+                          << ", every block before it freed";
+    std::memset(p, 0x5a, n);
+    tenon_heap_free(g.h, p);
+  }
+  heap_guard big(256u << 10);
+  for (std::size_t n : {16u, 100u, 1000u, 4000u}) tenon_heap_free(big.h, tenon_heap_malloc(big.h, n));
+  errno = 0;
+  void* large = tenon_heap_malloc(big.h, 200000);
+  EXPECT_NE(large, nullptr) << "a 200000-byte block under a 256 KiB limit, the small blocks freed: errno " << errno;
+  tenon_heap_free(big.h, large);
+}
+
 // Huge blocks (above 2 MiB) of a heap: freed by another thread, moved by
 // the plain realloc, or left live for destroy.
 TEST(Heaps, HugeBlocks) {

@@ -124,7 +124,17 @@ TEST_F(Layers, ChangingAllocMakesInheritedHooksGeneric) {
   L::dealloc_sized(q, 100);
   L::dealloc_aligned_sized(q, 16, 100);
   EXPECT_EQ(g_log, "outer.alloc base.alloc base.dealloc base.dealloc ");
-  EXPECT_EQ(L::trim(0), 0);
+}
+
+// trim is inherited by every wrapper, like stats: it gives back memory no
+// block holds, so it cannot bypass what a wrapper does to its blocks, and a
+// wrapper that changes alloc (a counting layer) over a layer that caches
+// (the per-CPU caches, the default engine's purge) kept malloc_trim from
+// reaching them (it answered 0) until 2026-11-27.
+TEST_F(Layers, EveryWrapperInheritsTrim) {
+  EXPECT_EQ(tenon::layer_ops<changes_alloc<base>>::trim(0), 1);
+  EXPECT_EQ(tenon::layer_ops<changes_dealloc<base>>::trim(0), 1);
+  EXPECT_EQ(tenon::layer_ops<own_realloc<changes_dealloc<base>>>::trim(0), 1);
 }
 
 TEST_F(Layers, ChangingDeallocMakesSizedFreesGeneric) {
@@ -198,6 +208,31 @@ TEST_F(Layers, StandardApiReallocEdgeCases) {
   void* q = api::realloc(p, 0);
   EXPECT_NE(q, nullptr);
   EXPECT_EQ(g_log, "base.dealloc base.alloc ") << "realloc(p, 0) frees p and returns a minimal block";
+}
+
+// What the layer must check itself (docs/layers.md): malloc, calloc and
+// unaligned operator new hand an impossible size on unchecked (the default
+// build's fast path has no test for it); realloc, reallocarray and the
+// aligned calls refuse it first. A layer that adds bytes to n must refuse
+// n > PTRDIFF_MAX itself, or n wraps (as valgrind_annotations' did).
+TEST_F(Layers, StandardApiPassesMallocSizesOnUnchecked) {
+  using api = tenon::standard_api<base>;
+  api::malloc(SIZE_MAX);
+  api::calloc(1, SIZE_MAX);
+  (void)api::op_new_nothrow(SIZE_MAX, tenon::detail::nothrow_form::scalar);
+  EXPECT_EQ(g_log, "base.alloc base.alloc_zeroed base.alloc ");
+  g_log.clear();
+  void* p = api::malloc(10);
+  g_log.clear();
+  errno = 0;
+  EXPECT_EQ(api::realloc(p, SIZE_MAX - 8), nullptr);
+  EXPECT_EQ(api::reallocarray(p, 1, std::size_t{PTRDIFF_MAX} + 1), nullptr);
+  EXPECT_EQ(api::aligned_alloc(64, SIZE_MAX), nullptr);
+  EXPECT_EQ(api::memalign(64, SIZE_MAX), nullptr);
+  EXPECT_EQ(api::valloc(SIZE_MAX - 4096), nullptr);
+  EXPECT_EQ(api::pvalloc(SIZE_MAX / 2 + 1), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  EXPECT_EQ(g_log, "") << "these refuse before the layer";
 }
 
 }  // namespace

@@ -130,6 +130,50 @@ TEST(BlockCache, CrossThreadFreesOfCachedBlocks) {
   EXPECT_EQ(after.small_in_use, before.small_in_use);
 }
 
+// A thread frees kBurst blocks of 16 KiB (a class bounded in bytes: 256 KiB
+// a heap, up to 512 KiB as its share of the budget, common/config.h) that it
+// allocated; the bytes its cache then holds, read while it lives (another
+// thread's statistics count its cached blocks as in use).
+std::size_t cached_after_burst() {
+  constexpr int kBurst = 64;
+  const tenon_stats before = read_stats();
+  std::atomic<int> step{0};
+  std::thread t([&] {
+    void* blocks[kBurst];
+    for (void*& p : blocks) p = tenon_malloc(16384);
+    for (void* p : blocks) tenon_free(p);
+    step = 1;
+    while (step.load() != 2) std::this_thread::yield();
+  });
+  while (step.load() != 1) std::this_thread::yield();
+  const tenon_stats mid = read_stats();
+  step = 2;
+  t.join();
+  return mid.small_in_use - before.small_in_use;
+}
+
+// The caches' budget is divided among the heaps attached to threads: a
+// thread alone keeps more than the fixed bound of a class, one of 32 no
+// more than it, and whatever it kept goes back at its exit.
+TEST(BlockCache, BoundIsAShareOfTheBudgetAmongLiveHeaps) {
+  const tenon_stats start = read_stats();
+  EXPECT_GT(cached_after_burst(), std::size_t{256} << 10);
+  std::atomic<bool> go{false};
+  std::vector<std::thread> idle;
+  std::atomic<int> attached{0};
+  for (int i = 0; i < 31; ++i)
+    idle.emplace_back([&] {
+      tenon_free(tenon_malloc(64));  // attaches a heap; 64 B are not cached
+      attached.fetch_add(1);
+      while (!go.load()) std::this_thread::yield();
+    });
+  while (attached.load() != 31) std::this_thread::yield();
+  EXPECT_LE(cached_after_burst(), std::size_t{256} << 10);
+  go = true;
+  for (std::thread& t : idle) t.join();
+  EXPECT_EQ(read_stats().small_in_use, start.small_in_use);
+}
+
 // A first-class heap's sub-heap has a cache too: destroying the heap drops
 // it with the spans, and the next heap starts clean.
 TEST(BlockCache, FirstClassHeapDestroyedWithCachedBlocks) {

@@ -3,8 +3,12 @@
 // valgrind.so runs programs whether or not valgrind is there).
 #include <gtest/gtest.h>
 
+#include <errno.h>
+#include <stdint.h>
+
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <vector>
 
 #include "tenon/layer.hpp"
@@ -66,6 +70,36 @@ TEST(ValgrindLayer, ReallocKeepsContentsInPlaceAndMoved) {
   ASSERT_NE(p, nullptr);
   for (int k = 0; k < 10; ++k) ASSERT_EQ(p[k], k);
   api::free(p);
+}
+
+// malloc, calloc and operator new pass their size on unchecked (layer.hpp),
+// and the layer adds its head and tail to it: a size within 32 bytes of
+// SIZE_MAX wrapped to a tiny inner block, which came back as a block of
+// "SIZE_MAX bytes" (until 2026-11-27). Each must be refused as the default
+// build refuses it: NULL with ENOMEM, bad_alloc, nullptr.
+TEST(ValgrindLayer, ImpossibleSizesAreRefusedNotWrapped) {
+  for (std::size_t n : {SIZE_MAX, SIZE_MAX - 15, SIZE_MAX - 16, SIZE_MAX - 31, std::size_t{PTRDIFF_MAX} + 1}) {
+    errno = 0;
+    void* p = api::malloc(n);
+    EXPECT_EQ(p, nullptr) << "malloc " << n << " usable " << api::malloc_usable_size(p);
+    EXPECT_EQ(errno, ENOMEM) << n;
+    api::free(p);
+    errno = 0;
+    p = api::calloc(1, n);
+    EXPECT_EQ(p, nullptr) << "calloc " << n;
+    EXPECT_EQ(errno, ENOMEM) << n;
+    api::free(p);
+    p = api::op_new_nothrow(n, tenon::detail::nothrow_form::scalar);
+    EXPECT_EQ(p, nullptr) << "new(nothrow) " << n;
+    api::free(p);
+    p = nullptr;
+    EXPECT_THROW(p = api::op_new(n), std::bad_alloc) << n;
+    api::free(p);
+  }
+  // The allocator is still usable afterwards.
+  void* q = api::malloc(32);
+  ASSERT_NE(q, nullptr);
+  api::free(q);
 }
 
 }  // namespace

@@ -141,6 +141,16 @@ constexpr unsigned kSweepEvery = 64;
 // and dissolved the heaps those were to take over (larson T2: 9 of 16).
 constexpr std::uint32_t kParkedGraceMs = 50;
 
+// The block cache's bound of a class (include/tenon/heap/block_cache.h) is
+// a heap's share of this many bytes, divided among the heaps attached to
+// threads, between the fixed bound (kBlockCacheClassBytes) and
+// kBlockCacheMaxClassBytes: a program of a few threads gets the bigger
+// caches that glibc-thread gains from, one of many threads keeps today's
+// (512 KiB for all heaps cost thread_scaling 1.13 of its CPU and 1.15 of
+// its peak RSS, mstress T16 1.10 and 1.07: architecture.md, block cache).
+constexpr std::size_t kBlockCacheBudgetBytes = 2048 * 1024;
+constexpr std::size_t kBlockCacheMaxClassBytes = 512 * 1024;
+
 // Remote frees bound for one owner heap are gathered by the freeing thread
 // (in an outbox) up to this many blocks before they go to its inbox in one CAS.
 constexpr unsigned kRemoteBatchMax = 64;

@@ -31,10 +31,11 @@
 namespace tenon {
 
 // The cache keeps at most this many bytes of a class (and at least 2
-// blocks), and gives back down to half when it has more: with kCachedClasses
-// classes, what the cache may add to a thread's footprint. A bound on all
-// classes together, enforced by halving the biggest class, emptied and
-// refilled the caches so often that they cost more than they saved.
+// blocks), more while few heaps are attached (block_cache_limit), and gives
+// back down to half when it has more: with kCachedClasses classes, what the
+// cache may add to a thread's footprint. A bound on all classes together,
+// enforced by halving the biggest class, emptied and refilled the caches so
+// often that they cost more than they saved.
 constexpr std::size_t kBlockCacheClassBytes = 256 * 1024;
 
 // The classes cached: those whose spans hold at most this many blocks. Those
@@ -55,6 +56,7 @@ struct table {
   unsigned count = 0;
   std::array<std::uint8_t, kNumClasses> slot{};  // kNone: not cached
   std::array<std::uint16_t, kNumClasses> limit{};
+  std::array<std::uint16_t, kNumClasses> limit_max{};  // with kBlockCacheMaxClassBytes
 };
 constexpr std::uint8_t kNone = 0xff;
 
@@ -67,6 +69,8 @@ constexpr table make_table() {
     std::size_t n = kBlockCacheClassBytes / kClasses.size[c];
     if (span_blocks(c) > kBlockCacheFewBlocks && n > kBlockCacheManyLimit) n = kBlockCacheManyLimit;
     t.limit[c] = static_cast<std::uint16_t>(n < 2 ? 2 : n);
+    std::size_t m = kBlockCacheMaxClassBytes / kClasses.size[c];
+    t.limit_max[c] = span_blocks(c) > kBlockCacheFewBlocks || m < t.limit[c] ? t.limit[c] : static_cast<std::uint16_t>(m);
   }
   return t;
 }
@@ -77,11 +81,23 @@ inline constexpr block_cache_detail::table kBlockCache = block_cache_detail::mak
 constexpr unsigned kCachedClasses = kBlockCache.count;
 static_assert(kCachedClasses > 0 && kCachedClasses < block_cache_detail::kNone);
 
+// The bound of class cls's cache in a heap of a part with `live` heaps
+// attached to threads: its share of kBlockCacheBudgetBytes, no less than
+// the fixed bound and no more than kBlockCacheMaxClassBytes'. The classes
+// bounded in blocks (kBlockCacheManyLimit) keep their bound.
+constexpr std::uint32_t block_cache_limit(unsigned cls, std::uint32_t live) {
+  std::size_t share = kBlockCacheBudgetBytes / (live ? live : 1) / kClasses.size[cls];
+  if (share < kBlockCache.limit[cls]) return kBlockCache.limit[cls];
+  return share < kBlockCache.limit_max[cls] ? static_cast<std::uint32_t>(share) : kBlockCache.limit_max[cls];
+}
+
 // One class's cache: `front.free` is the list. Its length is kept as
 // `front`'s until_slow, negated (low_mark 0): the fast path's pop adds one
 // to it, as to any span's, and so keeps the count without knowing.
+// `limit`: its bound, block_cache_limit as of its last overflow.
 struct block_cache {
   span front;
+  std::uint32_t limit = 0;
 };
 
 inline std::uint32_t cached_blocks(const block_cache& c) { return static_cast<std::uint32_t>(-c.front.until_slow); }

@@ -93,6 +93,7 @@ struct thread_heap {
         cache[i].front.capacity = ~std::uint32_t{0};  // its used count is no span's
         cache[i].front.low_mark = 0;
         cache[i].front.until_slow = 0;
+        cache[i].limit = kBlockCache.limit[cls];
       }
   }
 };

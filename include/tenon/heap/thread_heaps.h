@@ -52,8 +52,8 @@ class thread_heaps {
   void flush_remote(heap_t* h);
 
   // Give every block in this heap's block caches back to its span (at trim;
-  // thread exit does it too).
-  void flush_caches(heap_t* h);
+  // thread exit does it too), but the cache of class `except`.
+  void flush_caches(heap_t* h, unsigned except = kNumClasses);
 
   // Sum of every heap's statistics, and the shared counts, into `out`.
   void sum_stats(stats_t& out);
@@ -68,6 +68,9 @@ class thread_heaps {
   heap_t* attach_unbound();
   // Count formed and released spans against `b` (nullptr: no limit).
   void set_budget(span_budget* b) { budget_ = b; }
+  // At the limit: give back the spans heap h keeps with no block in use
+  // (refill.ipp). True if any went.
+  bool make_room(heap_t* h, unsigned serving = kNumClasses);
   // Give every span of every heap of this part back to the arena, whatever
   // blocks are in use, and leave each heap empty and usable (drop.ipp). The
   // caller guarantees that no other thread uses these heaps meanwhile and
@@ -113,6 +116,7 @@ class thread_heaps {
   bool refill(span* s);
   block* pop(span* s);
   void release_empty(heap_t* h, span* s);
+  bool release_unused_spans(heap_t* h);
   void retire_empty(heap_t* h, class_lists& l, span* s);
   void make_current(heap_t* h, unsigned cls, span* s);
   bool park_full(class_lists& l, span* s);
@@ -132,6 +136,7 @@ class thread_heaps {
   void* cache_alloc(heap_t* h, unsigned cls);
   void cache_return(heap_t* h, block* b);
   [[gnu::noinline]] void cache_trim(heap_t* h, block_cache& c, std::uint32_t keep);
+  [[gnu::noinline]] void cache_overflow(heap_t* h, block_cache& c);
   void cache_free(heap_t* h, span* s, block_cache& c);
   void drop_caches(heap_t* h);
 
@@ -182,6 +187,10 @@ class thread_heaps {
   // Parkings so far: a heap parked after a grower attached (its thread was
   // the grower's contemporary, not its predecessor) may be given up at once.
   std::atomic<std::uint32_t> park_seq_{0};
+  // Heaps attached and not released (first-class heaps' sub-heaps count
+  // from their attach on, for good): what the block caches' budget is
+  // divided by (block_cache_limit). A heuristic: relaxed.
+  std::atomic<std::uint32_t> live_heaps_{0};
   // The pthread key whose destructor releases a thread's heap (-1: none yet).
   std::atomic<long> key_{-1};
   // Span bytes counted against a limit (first-class heaps only).

@@ -35,7 +35,10 @@
 // block's start instead; any other aligned allocation's p is past its inner
 // (small) block's start and keeps the header before it, and a copy of it in
 // the inner block's first 16 bytes (seal_behind: a quarantine below zeroes
-// the header itself while the block waits).
+// the header itself while the block waits). So over tenon's engines (a
+// large block starts its span, a huge one is found by its start) no header
+// is in a large inner block's first page, which an inner quarantine closes
+// with the rest of the block while it waits (all but the end header's page).
 //
 // A freed huge block waits in Inner's huge cache closed (huge_detail.h), its
 // header at the end with it: a second free or a check reads the huge

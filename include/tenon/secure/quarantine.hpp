@@ -8,8 +8,8 @@
 //     program's data is gone), and on its way out those zeros are checked: a
 //     write after free there ends the program;
 //   large (to kMaxLargeBlock, kLargeSlots slots): inaccessible while it waits,
-//     all but its first and last pages (which keep the header an outer layer
-//     checks): a read or write after free there faults at the access
+//     all but the page of its last kKept bytes (where an outer layer keeps
+//     its header): a read or write after free there faults at the access
 //     (SIGSEGV).
 // Others (blocks of 16 bytes or less, huge blocks) go back at once, and so do
 // pointers that are not in tenon's memory (glibc's blocks: the default
@@ -336,19 +336,19 @@ struct quarantine : pass_through<Inner> {
     return large_slots()[stripe() * kLargeSlots + turn().large++ % kLargeSlots];
   }
 
-  // Pages of a big block but its first and the one of its last kKept bytes
-  // (where an outer layer keeps the header: before the block it gave out,
-  // or at the end of a large block, canary.hpp), inaccessible or accessible
-  // again.
-  // The pages of a large block of n bytes that wait closed: past its first
-  // page (the canary's header may be there) up to the kept tail.
+  // The pages of a large block of n bytes that wait closed: from its first
+  // byte up to the page of its last kKept bytes, where an outer layer keeps
+  // its header (the canary keeps a large inner block's at its end, aligned
+  // blocks' too: canary.hpp). The first page stayed open until 2026-11-27,
+  // for a header before the block, and a read or write after free there
+  // went unnoticed; no layer puts one in a large block any more.
   struct pages {
     void* start;
     std::size_t bytes;
   };
   static pages closable(void* p, std::size_t n) {
     std::size_t page = os::page_size();
-    auto start = (reinterpret_cast<std::uintptr_t>(p) + 2 * page - 1) & ~(page - 1);
+    auto start = (reinterpret_cast<std::uintptr_t>(p) + page - 1) & ~(page - 1);
     auto end = (reinterpret_cast<std::uintptr_t>(p) + n - kKept) & ~(page - 1);
     return {reinterpret_cast<void*>(start), end > start ? end - start : 0};
   }
