@@ -57,6 +57,8 @@
 #include <cstring>
 #include <new>
 
+#include "random_stall.h"
+
 namespace {
 
 using u64 = std::uint64_t;
@@ -73,12 +75,7 @@ constexpr std::size_t kHugeMax = std::size_t{6} << 20;
 constexpr std::size_t kFullPattern = 65536;  // blocks up to this are patterned whole
 
 // ---- randomness ----------------------------------------------------------
-u64 mix(u64 x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+using tenon_test::mix;  // splitmix64 (test_support.h)
 struct rng {
   u64 s;
   explicit rng(u64 seed) : s(mix(seed) | 1) {}
@@ -736,22 +733,6 @@ void* trimmer(void*) {
   return nullptr;
 }
 
-// In a library built with -DTENON_INJECT=ON (tenon_inject_set_hook
-// exported), every slow-path step between two operations on shared state
-// may stall here a while, so that the windows between them stay open for
-// the other threads. Allocates nothing (it runs inside the allocator).
-void stall_sometimes(const char*) {
-  static thread_local u64 state = 0;
-  if (state == 0) state = mix(reinterpret_cast<std::uintptr_t>(&state) ^ static_cast<u64>(clock()));
-  state = mix(state);
-  unsigned r = static_cast<unsigned>(state % 64);
-  if (r == 0) {
-    timespec pause{0, static_cast<long>((state >> 8) % 200000)};  // up to 200 us
-    nanosleep(&pause, nullptr);
-  } else if (r < 4) {
-    sched_yield();
-  }
-}
 
 // ---- the run -------------------------------------------------------------
 double soak_seconds() {
@@ -844,7 +825,8 @@ int main(int argc, char** argv) {
   }
   using inject_hook = void (*)(const char*);
   auto set_hook = reinterpret_cast<void (*)(inject_hook)>(dlsym(RTLD_DEFAULT, "tenon_inject_set_hook"));
-  if (set_hook) set_hook(stall_sometimes);
+  // In a library built with -DTENON_INJECT=ON: stalls at its injection points.
+  if (set_hook) set_hook(tenon_test::stall_sometimes);
   g_seed = static_cast<u64>(time(nullptr)) ^ static_cast<u64>(getpid()) << 32;
   if (const char* s = getenv("TENON_TEST_SEED")) g_seed = strtoull(s, nullptr, 0);
   double seconds = soak_seconds();

@@ -46,6 +46,7 @@
 #include "read_stats.h"
 #include "stress_support.h"
 #ifdef TENON_INJECT
+#include "random_stall.h"  // stall_sometimes: e231ece's window (a free's read of the span's owner before its heap's attach) held open
 #include "tenon/common/inject.h"
 #endif
 
@@ -60,26 +61,6 @@ constexpr unsigned kShortThreadsLive = 8;  // short threads alive at once
 constexpr unsigned kLongThreads = 2;       // threads that run from start to end
 constexpr std::size_t kMostHeld = 96;      // blocks one thread holds at most
 
-#ifdef TENON_INJECT
-// In a build with injection points (-DTENON_INJECT=ON), every slow-path step
-// between two operations on shared state may stall here a while: the
-// windows between them, a few instructions wide otherwise (e231ece's lay
-// between a free's read of the span's owner and its heap's attach), stay
-// open long enough for other threads to park, take over, give up and trade
-// heaps inside them. Allocates nothing (it runs inside the allocator).
-void stall_sometimes(const char*) {
-  thread_local std::uint64_t state = 0;
-  if (state == 0) state = tenon_test::mix(reinterpret_cast<std::uintptr_t>(&state) ^ static_cast<std::uint64_t>(clock()));
-  state = tenon_test::mix(state);
-  unsigned r = static_cast<unsigned>(state % 64);
-  if (r == 0) {
-    timespec pause{0, static_cast<long>((state >> 8) % 200000)};  // up to 200 us
-    nanosleep(&pause, nullptr);
-  } else if (r < 4) {
-    sched_yield();
-  }
-}
-#endif
 
 std::chrono::milliseconds run_time() {
   if (const char* s = std::getenv("TENON_TEST_SOAK_SECONDS")) return std::chrono::milliseconds(std::atol(s) * 1000);
@@ -373,7 +354,7 @@ TEST(HeapHandover, ChurningThreadsLoseNoBlockAndShareNone) {
   std::printf("heap hand-over: seed %llu (TENON_TEST_SEED; threads make it no replay)\n",
               static_cast<unsigned long long>(w.seed));
 #ifdef TENON_INJECT
-  tenon_inject_set_hook(stall_sometimes);
+  tenon_inject_set_hook(tenon_test::stall_sometimes);
 #endif
   create_late_key();
   std::uint64_t serial = 1;
