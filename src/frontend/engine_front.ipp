@@ -59,13 +59,12 @@ inline void check_small_block(const span* s, const void* p) {
 template <class C>
 bool check_realloc_small(span* s, void* p) {
   auto* h = t_thread<C>.current;
-  bool own = s->owner.load(std::memory_order_relaxed) == h;
-  if (!(own ? s->starts_carved_block(p) : s->starts_block(p)))
-    report_misuse("realloc", p, "invalid pointer (not the start of a block)", s->block_size);
-  auto* b = static_cast<block*>(p);
-  bool keyed = second_word(b) == free_key();
-  if (own && keyed && freed_already<C>(h, s, b)) report_misuse("realloc", p, "double free", s->block_size);
-  return own || !keyed;
+  if (s->owner.load(std::memory_order_relaxed) == h) {
+    check_realloc_own(h, s, p);
+    return true;
+  }
+  if (!s->starts_block(p)) report_misuse("realloc", p, "invalid pointer (not the start of a block)", s->block_size);
+  return second_word(static_cast<block*>(p)) != free_key();
 }
 
 }  // namespace front_detail

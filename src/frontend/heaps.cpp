@@ -23,7 +23,6 @@
 #include "tenon/huge/huge.h"
 #include "tenon/lookup/chunk_map.h"
 #include "tenon/lookup/slice_index.h"
-#include "tenon/platform/misuse.h"
 #include "tenon/platform/os.h"
 #include "tenon/tenon.h"
 
@@ -359,19 +358,6 @@ void* alloc_large(tenon_heap* h, std::size_t n, std::size_t align, bool zero) {
   return p;
 }
 
-// realloc of a small block of the caller's own sub-heap: p must start a
-// block the sub-heap carved and must not wait on its free lists, as realloc
-// checks the thread heaps' blocks (engine_front): kept in place, a freed
-// block would be handed out again by the next malloc; an interior pointer
-// would be taken for a block.
-void check_own_block(sub_heap* sub, span* s, void* p) {
-  if (!s->starts_carved_block(p))
-    report_misuse("realloc", p, "invalid pointer (not the start of a block)", s->block_size);
-  auto* b = static_cast<block*>(p);
-  if (second_word(b) == free_key() && freed_already<config>(sub, s, b))
-    report_misuse("realloc", p, "double free", s->block_size);
-}
-
 void* heap_alloc_n(tenon_heap* h, std::size_t n) {
   if (n <= kMaxSmall) return alloc_small(h, size_to_class(n));
   if (too_big(n)) return nullptr;
@@ -504,7 +490,7 @@ TENON_API void* tenon_heap_realloc(tenon_heap_t* h, void* p, size_t n) {
     void* owner = s->owner.load(std::memory_order_relaxed);
     sub_heap* sub = t_thread_id ? h->subs[t_thread_id - 1] : nullptr;
     if (s->kind == tenon::span_kind::small && sub && owner == sub) {
-      check_own_block(sub, s, p);
+      tenon::check_realloc_own(sub, s, p);  // as realloc checks its own blocks
       if (n <= s->block_size && n >= s->block_size / 2) return p;
     }
   }

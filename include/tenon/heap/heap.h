@@ -186,6 +186,20 @@ bool freed_already(thread_heap<C>* h, span* s, const block* b) {
   return false;
 }
 
+// realloc of p, a block of small span s that heap h owns (the thread heaps'
+// realloc, engine_front; a first-class heap's, heaps.cpp): p must start a
+// block s carved and must not wait on h's free lists. Kept in place, a freed
+// block would be handed out again by the next malloc; an interior pointer
+// would be taken for a block.
+template <class C>
+void check_realloc_own(thread_heap<C>* h, span* s, void* p) {
+  if (!s->starts_carved_block(p))
+    report_misuse("realloc", p, "invalid pointer (not the start of a block)", s->block_size);
+  auto* b = static_cast<block*>(p);
+  if (second_word(b) == free_key() && freed_already(h, s, b))
+    report_misuse("realloc", p, "double free", s->block_size);
+}
+
 // The owner's free that found the key in b: the whole free, not only the
 // check: a call that returned to the fast path cost that path a stack frame
 // (10 instructions).
