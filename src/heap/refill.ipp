@@ -46,25 +46,34 @@ span* thread_heaps<C>::form_small_span(heap_t* owner, unsigned cls, chunk** hint
   return s;
 }
 
-// Take every unowned span of a class (one successful CAS) and make it ours:
-// empty ones go back, the others join our lists. Unowned spans only receive
-// remote frees onto their own lists; adopted one at a time from a LIFO
-// stack, the older ones were never reached again and never emptied (mstress,
-// where each round's threads exit, grew round after round). Owned again,
-// their frees reach us through the inbox and they empty and are released
-// like any other.
+// An unowned span just popped from the partial stack becomes ours, with
+// the blocks other threads freed into it meanwhile.
 template <class C>
-void thread_heaps<C>::absorb_partials(heap_t* h, unsigned cls) {
+void thread_heaps<C>::adopt(heap_t* h, span* s) {
+  TENON_INJECT_POINT("span.adopt");
+  TENON_CHECK(s->owner.load(std::memory_order_relaxed) == nullptr && s->kind == span_kind::small);
+  s->owner.store(h, std::memory_order_release);  // see free_remote
+  h->st.add(stat_spans_adopted);
+  take_remote(s);
+  s->set_low_mark(1);
+}
+
+// The sweep: adopt up to `limit` unowned spans of a class and file them:
+// empty ones go back, the others join our lists. Unowned spans only receive
+// remote frees onto their own lists; a class nobody allocates any more
+// would keep them unowned for good, receiving frees that could never empty
+// them (mstress, where each round's threads exit, grew round after round).
+// Owned again, their frees reach us through the inbox and they empty and
+// are released like any other.
+template <class C>
+void thread_heaps<C>::absorb_partials(heap_t* h, unsigned cls, unsigned limit) {
   class_lists& l = h->lists[cls];
-  for (std::uint32_t id = partial_[cls].pop_all(); id;) {
+  unsigned retries = 0;
+  for (unsigned n = 0; n < limit; ++n) {
+    std::uint32_t id = partial_[cls].pop(&retries);
+    if (!id) break;
     span* s = span_from_id(id);
-    id = s->stack_next.load(std::memory_order_relaxed);
-    TENON_INJECT_POINT("span.adopt");
-    TENON_CHECK(s->owner.load(std::memory_order_relaxed) == nullptr && s->cls == cls);
-    s->owner.store(h, std::memory_order_release);  // see free_remote
-    h->st.add(stat_spans_adopted);
-    take_remote(s);
-    s->set_low_mark(1);
+    adopt(h, s);
     if (s->used() == 0) {
       retire_empty(h, l, s);
     } else if (s->free || s->carved < s->capacity || !park_full(l, s)) {
@@ -72,25 +81,51 @@ void thread_heaps<C>::absorb_partials(heap_t* h, unsigned cls) {
       heap_detail::list_push(&l.avail, s);
     }
   }
+  if (retries) count(&h->st, chunks_->shared_stats(), stat_retry_partial_stack, retries);
+}
+
+// A heap that needs a span of a class takes the unowned ones one at a time,
+// until one has a free block; that one, empty or not, serves it as it is
+// (its blocks are warm, and walking them was the price of collecting them).
+// Taking the class's whole stack at once (pop_all) left the other threads
+// nothing: the taker walked every block of every span and gave the empty
+// ones back while seven others formed fresh ones (a batch of threads
+// reallocating what exited threads had made and others freed: 7,813 spans
+// walked in 449 ms, 300 MiB formed meanwhile; RemoteGrowth test).
+template <class C>
+span* thread_heaps<C>::adopt_partial(heap_t* h, unsigned cls) {
+  class_lists& l = h->lists[cls];
+  unsigned retries = 0;
+  span* found = nullptr;
+  for (unsigned n = 0; n < kAdoptPerGrowth && !found; ++n) {
+    std::uint32_t id = partial_[cls].pop(&retries);
+    if (!id) break;
+    span* s = span_from_id(id);
+    adopt(h, s);
+    if (s->free || s->carved < s->capacity || !park_full(l, s)) found = s;
+  }
+  if (retries) count(&h->st, chunks_->shared_stats(), stat_retry_partial_stack, retries);
+  return found;
 }
 
 // Before this heap takes fresh memory: a parked heap that no new thread
 // took over within kParkedGraceMs, or whose thread exited after ours
 // started, is given up (its spans join the partial stacks; one at a time,
-// so that the work is paid for by the spans it recovers), then the
-// unowned spans of the class it needs are absorbed,
-// and once every kSweepEvery times those of every class (so that a class
-// nobody allocates any more is still reclaimed). Sweeping every class
-// every time made each starting thread take all spans (mstress: 66,157
-// absorptions in 320 thread lifetimes, 1.5x glibc's time at 16 threads).
+// so that the work is paid for by the spans it recovers), and once every
+// kSweepEvery times up to kSweepPerClass unowned spans of every other class
+// are absorbed (so that a class nobody allocates any more is still
+// reclaimed; those of `cls` are adopted as they serve, see adopt_partial:
+// swept, the empty ones went back to the chunk layer, walked for nothing).
+// Sweeping every class every time made each starting thread take all spans
+// (mstress: 66,157 absorptions in 320 thread lifetimes, 1.5x glibc's time at
+// 16 threads).
 template <class C>
 void thread_heaps<C>::absorb_before_growing(heap_t* h, unsigned cls) {
   if (!parked_heaps_.empty()) dissolve_parked(h);
-  if (!partial_[cls].empty()) absorb_partials(h, cls);
   if (++h->forms_since_sweep < kSweepEvery) return;
   h->forms_since_sweep = 0;
   for (unsigned c = 0; c < kNumClasses; ++c)
-    if (!partial_[c].empty()) absorb_partials(h, c);
+    if (c != cls && !partial_[c].empty()) absorb_partials(h, c, kSweepPerClass);
 }
 
 namespace heap_detail {
@@ -115,11 +150,14 @@ span* thread_heaps<C>::find_span(heap_t* h, unsigned cls) {
   std::uint32_t notes = l.notify.load(std::memory_order_relaxed);
   if (notes && notes >= 1 + l.nfull / 16) scan_full(h, cls);
   if (span* s = heap_detail::take_owned(l)) return s;
-  // Before taking fresh memory: unowned spans, and whatever remote frees
-  // gave back to our full spans.
+  // Before taking fresh memory: whatever remote frees gave back to our full
+  // spans, and unowned spans.
   absorb_before_growing(h, cls);
   if (notes) scan_full(h, cls);
   if (span* s = heap_detail::take_owned(l)) return s;
+  if (!partial_[cls].empty()) {
+    if (span* s = adopt_partial(h, cls)) return s;
+  }
   if (span* s = form_small_span(h, cls, &h->chunk_hint, &h->st)) return s;
   if (budget_ && make_room(h, cls)) return form_small_span(h, cls, &h->chunk_hint, &h->st);
   return nullptr;

@@ -130,9 +130,15 @@ constexpr std::size_t kHugeSplitProbePages = 16;
 // over ever more slices (glibc-thread formed each 1,000-1,500 times).
 constexpr unsigned kKeepEmptyMaxBlocks = 16;
 
-// A heap about to form a new span absorbs the unowned spans of that class,
-// and of every class once per this many times.
+// A heap about to form a new span takes unowned spans of that class first,
+// one at a time, at most this many, until one has a free block...
+constexpr unsigned kAdoptPerGrowth = 8;
+
+// ...and once per kSweepEvery times absorbs up to kSweepPerClass unowned
+// spans of every class (a class nobody allocates any more is reclaimed too;
+// bounded, so that no one thread takes a whole stack while others grow).
 constexpr unsigned kSweepEvery = 64;
+constexpr unsigned kSweepPerClass = 16;
 
 // A heap parked at its thread's exit waits this long for a new thread to
 // take it over before a heap about to form a span may give it up (and

@@ -125,7 +125,9 @@ class thread_heaps {
 
   // refill.ipp: finding a span for a class.
   span* form_small_span(heap_t* owner, unsigned cls, chunk** hint, stats_t* st);
-  void absorb_partials(heap_t* h, unsigned cls);
+  void adopt(heap_t* h, span* s);
+  void absorb_partials(heap_t* h, unsigned cls, unsigned limit);
+  span* adopt_partial(heap_t* h, unsigned cls);
   void absorb_before_growing(heap_t* h, unsigned cls);
   span* find_span(heap_t* h, unsigned cls);
   void partial_push(span* s, stats_t* st);
