@@ -171,6 +171,20 @@ TEST(SecureDetects, AccessAfterFreeIntoFirstPageOfLargeBlockFaults) {
   }
 }
 
+// Its last page too: the canary's header is in the block's last 16 bytes,
+// and until 2026-11-27 (fifth session) the quarantine left that page open
+// for it: the program's last n mod 4 KiB bytes (up to 4,072) could be read
+// and written after free unnoticed. 262,120 bytes put 4,072 of them there,
+// 100,000 bytes 1,696, 262,244 bytes 100.
+TEST(SecureDetects, AccessAfterFreeIntoLastPageOfLargeBlockFaults) {
+  SKIP_UNLESS_PRELOAD();
+  for (const char* c : {"write_last:262120", "read_last:262120", "write_last:100000", "read_last:100000",
+                        "write_last:262244", "write_last:100000:8192", "read_last:40000:4096"}) {
+    misuse_run r = run_secure(TENON_LARGE_AFTER_FREE_PROGRAM, c);
+    EXPECT_TRUE(stopped_at_misuse(r, SIGSEGV, "", false)) << "case " << c << ": " << r.describe();
+  }
+}
+
 // A freed huge block waits in the huge cache inaccessible: reading it faults.
 TEST(SecureDetects, ReadAfterFree4MFaults) {
   SKIP_UNLESS_PRELOAD();

@@ -37,8 +37,9 @@
 // the inner block's first 16 bytes (seal_behind: a quarantine below zeroes
 // the header itself while the block waits). So over tenon's engines (a
 // large block starts its span, a huge one is found by its start) no header
-// is in a large inner block's first page, which an inner quarantine closes
-// with the rest of the block while it waits (all but the end header's page).
+// is in a large inner block's first page. An inner quarantine closes the
+// whole block while it waits, end header included, and marks its span
+// (waits_closed): the checks read that mark before the header.
 //
 // A freed huge block waits in Inner's huge cache closed (huge_detail.h), its
 // header at the end with it: a second free or a check reads the huge
@@ -309,7 +310,12 @@ struct canary : pass_through<Inner> {
   }
   [[gnu::noinline]] static char* aligned_header_of(const char* p, const char* op) {
     if (lookup::in_chunk(p)) {
-      if (starts_large_span(p)) return end_header_of(p);
+      if (starts_large_span(p)) {
+        // Freed and waiting in an inner quarantine, closed to its end: the
+        // span's mark says so (quarantine.hpp), the header is unreadable.
+        if (lookup::span_of(p)->waits_closed.load(std::memory_order_relaxed)) report_misuse(op, p, freed_twice(op), 0);
+        return end_header_of(p);
+      }
     } else if (const huge_header* h = huge_lookup(p)) {
       // Freed, its end is closed (or no longer its end): the huge header says.
       if (huge_is_freed(h)) report_misuse(op, p, freed_twice(op), 0);

@@ -8,9 +8,9 @@
 //     program's data is gone), and on its way out those zeros are checked: a
 //     write after free there ends the program;
 //   large (to kMaxLargeBlock, kLargeSlots slots): inaccessible while it waits,
-//     all but the page of its last kKept bytes (where an outer layer keeps
-//     its header): a read or write after free there faults at the access
-//     (SIGSEGV).
+//     all of it (its span marked waits_closed, which an outer layer's check
+//     reads instead of a header at the block's end): a read or write after
+//     free faults at the access (SIGSEGV).
 // Others (blocks of 16 bytes or less, huge blocks) go back at once, and so do
 // pointers that are not in tenon's memory (glibc's blocks: the default
 // build's foreign path).
@@ -336,12 +336,16 @@ struct quarantine : pass_through<Inner> {
     return large_slots()[stripe() * kLargeSlots + turn().large++ % kLargeSlots];
   }
 
-  // The pages of a large block of n bytes that wait closed: from its first
-  // byte up to the page of its last kKept bytes, where an outer layer keeps
-  // its header (the canary keeps a large inner block's at its end, aligned
-  // blocks' too: canary.hpp). The first page stayed open until 2026-11-27,
-  // for a header before the block, and a read or write after free there
-  // went unnoticed; no layer puts one in a large block any more.
+  // The pages of a large block of n bytes that wait closed: all of them,
+  // from its first byte to its last page, where the canary keeps its header
+  // (canary.hpp): the block's span says it waits closed (waits_closed, set
+  // here), and a second free reads that instead of the header. Until
+  // 2026-11-27 (fifth session) the last page stayed open for the header, and
+  // the program's last n mod 4 KiB bytes on it (up to 4,072) could be read or
+  // written after free unnoticed; closed, the block also merges with its two
+  // guard pages into one mapping, where the open page left two more. The
+  // first page stayed open until 2026-11-27 (fourth session), for a header
+  // before the block.
   struct pages {
     void* start;
     std::size_t bytes;
@@ -349,8 +353,16 @@ struct quarantine : pass_through<Inner> {
   static pages closable(void* p, std::size_t n) {
     std::size_t page = os::page_size();
     auto start = (reinterpret_cast<std::uintptr_t>(p) + page - 1) & ~(page - 1);
-    auto end = (reinterpret_cast<std::uintptr_t>(p) + n - kKept) & ~(page - 1);
+    auto end = (reinterpret_cast<std::uintptr_t>(p) + n) & ~(page - 1);
     return {reinterpret_cast<void*>(start), end > start ? end - start : 0};
+  }
+
+  // The mark on the block's span (span.h): set before the pages close and
+  // cleared once they are open, so that a check that finds the pages closed
+  // finds the mark too (the same thread's, or one that saw the block freed).
+  static void mark_closed(void* p, bool closed) {
+    if (lookup::is_regular(p) || lookup::in_chunk(p))
+      lookup::span_of(p)->waits_closed.store(closed, std::memory_order_relaxed);
   }
 
   // A large block waits as its pointer with bit 0 set when its pages were
@@ -368,10 +380,13 @@ struct quarantine : pass_through<Inner> {
   static void* close_pages(void* p, std::size_t n) {
     pages g = closable(p, n);
     if (!g.bytes) return p;
-    if (g_closed_large.fetch_add(1, std::memory_order_relaxed) < kMaxClosedLarge &&
-        os::protect(g.start, g.bytes, false)) {
-      os::owe_reopening(static_cast<std::ptrdiff_t>(g.bytes));
-      return marked(p);
+    if (g_closed_large.fetch_add(1, std::memory_order_relaxed) < kMaxClosedLarge) {
+      mark_closed(p, true);
+      if (os::protect(g.start, g.bytes, false)) {
+        os::owe_reopening(static_cast<std::ptrdiff_t>(g.bytes));
+        return marked(p);
+      }
+      mark_closed(p, false);
     }
     g_closed_large.fetch_sub(1, std::memory_order_relaxed);
     return p;
@@ -387,7 +402,10 @@ struct quarantine : pass_through<Inner> {
     pages g = closable(p, n);
     bool opened = os::protect(g.start, g.bytes, true);
     os::owe_reopening(-static_cast<std::ptrdiff_t>(g.bytes));  // opened, or given up with the block
-    if (opened) g_closed_large.fetch_sub(1, std::memory_order_relaxed);
+    if (opened) {
+      mark_closed(p, false);
+      g_closed_large.fetch_sub(1, std::memory_order_relaxed);
+    }
     return opened;
   }
 
