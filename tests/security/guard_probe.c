@@ -71,6 +71,11 @@
  *                    which push it out of the secure quarantine; ACCESS
  *                    before OP of it again: free, realloc (to N + 1) or
  *                    usable (malloc_usable_size), which must be reported
+ *   aligned_write_after_free:F:A:N:K  a block of N bytes from F at
+ *                    alignment A (100 more allocated and held), freed; ACCESS
+ *                    before a one-byte write at offset K of it; then the 100
+ *                    others freed, which push it out of the quarantine,
+ *                    where the write must be found; DONE after them
  *   realloc_freed:N, realloc_interior:N, realloc_overflowed:N  realloc to
  *                    N / 2 bytes of a block of N bytes already freed, of a
  *                    pointer 32 bytes into one, of one overflowed by a byte
@@ -417,6 +422,22 @@ int main(int argc, char** argv) {
            between);
     fflush(stdout);
     free(p);
+    printf("DONE\n");
+  } else if (!strncmp(c, "aligned_write_after_free:", 25)) {
+    char how[16];
+    size_t align = 0, n = 0, at = 0;
+    enum { kOthers = 100 };
+    char* others[kOthers];
+    if (sscanf(c + 25, "%15[a-z_]:%zu:%zu:%zu", how, &align, &n, &at) != 4 || at >= n) return 2;
+    printf("NOTE aligned_write_after_free %s\n", how);
+    char* p = aligned_by(how, align, n);
+    for (size_t i = 0; i < kOthers; ++i) others[i] = aligned_by(how, align, n);
+    memset(p, 0x5a, n);
+    free(p);
+    printf("ACCESS write %p + %zu after free (%s, %zu bytes aligned to %zu)\n", (void*)p, at, how, n, align);
+    fflush(stdout);
+    ((volatile char*)p)[at] ^= 1;
+    for (size_t i = 0; i < kOthers; ++i) free(others[i]);
     printf("DONE\n");
   } else if (!strncmp(c, "after_wait:", 11)) {
     char how[16];

@@ -174,6 +174,29 @@ TEST(SecureDetects, SecondCallAfterTheQuarantineSaysFreed) {
   unsetenv("TENON_BACKGROUND_PURGE");
 }
 
+// A write after free into the first 4 KiB of a small aligned block should be
+// found when it leaves the quarantine, as a plain block's is. Its p lies
+// `align` bytes into its inner block, and the quarantine zeroes and checks
+// that block's first 4 KiB only: a block aligned to 4 KiB has none of its
+// bytes checked, one aligned to 2 KiB its first 2 KiB. Disabled: it fails
+// (5 cases of 5, 3 runs, 2026-11-27, fifth session) and no fix is in yet.
+// Weighed: an 8 KiB window for every small block (the cases then caught, at
+// 1,659 -> 2,939 instructions a malloc(20000)+free pair, 1,648 -> 2,287 at
+// 6000: not kept); the alignment passed down to the quarantine with the
+// block (its ring entry's size, or a shared slot's low pointer bits) is the
+// way left to try. docs/security.md, "What it does not do".
+TEST(SecureDetects, DISABLED_WriteAfterFreeIntoSmallAlignedBlock) {
+  SKIP_UNLESS_PRELOAD();
+  for (const char* c : {"posix_memalign:4096:100:0", "aligned_alloc:4096:4096:4000", "memalign:4096:20000:100",
+                        "posix_memalign:2048:3000:2500", "memalign:1024:6000:3500"}) {
+    std::string k = std::string("aligned_write_after_free:") + c;
+    misuse_run r = run_secure(TENON_GUARD_PROBE_PROGRAM, k.c_str());
+    // The report names the byte written, not p.
+    EXPECT_TRUE(stopped_at_misuse(r, SIGABRT, "tenon: free\\(0x[0-9a-f]+\\): write after free", false))
+        << "case " << k << ": " << r.describe();
+  }
+}
+
 // Sized and aligned deallocation checked against the block.
 AT_CALL(FreeSizedWrong32, "free_sized_wrong_32")
 AT_CALL(FreeSizedWrong256K, "free_sized_wrong_256k")
