@@ -174,18 +174,14 @@ TEST(SecureDetects, SecondCallAfterTheQuarantineSaysFreed) {
   unsetenv("TENON_BACKGROUND_PURGE");
 }
 
-// A write after free into the first 4 KiB of a small aligned block should be
-// found when it leaves the quarantine, as a plain block's is. Its p lies
-// `align` bytes into its inner block, and the quarantine zeroes and checks
-// that block's first 4 KiB only: a block aligned to 4 KiB has none of its
-// bytes checked, one aligned to 2 KiB its first 2 KiB. Disabled: it fails
-// (5 cases of 5, 3 runs, 2026-11-27, fifth session) and no fix is in yet.
-// Weighed: an 8 KiB window for every small block (the cases then caught, at
-// 1,659 -> 2,939 instructions a malloc(20000)+free pair, 1,648 -> 2,287 at
-// 6000: not kept); the alignment passed down to the quarantine with the
-// block (its ring entry's size, or a shared slot's low pointer bits) is the
-// way left to try. docs/security.md, "What it does not do".
-TEST(SecureDetects, DISABLED_WriteAfterFreeIntoSmallAlignedBlock) {
+// A write after free into the first 4 KiB of a small aligned block is found
+// when it leaves the quarantine, as a plain block's is. Its p lies `align`
+// bytes into its inner block, and until 2026-11-27 (fifth session) the
+// quarantine zeroed and checked that block's first 4 KiB only: a block
+// aligned to 4 KiB had none of its bytes checked, one aligned to 2 KiB its
+// first 2 KiB (5 cases of 5 missed, 3 runs). The window now starts where
+// the program's bytes do (quarantine.hpp, Layout; canary_layout).
+TEST(SecureDetects, WriteAfterFreeIntoSmallAlignedBlock) {
   SKIP_UNLESS_PRELOAD();
   for (const char* c : {"posix_memalign:4096:100:0", "aligned_alloc:4096:4096:4000", "memalign:4096:20000:100",
                         "posix_memalign:2048:3000:2500", "memalign:1024:6000:3500"}) {

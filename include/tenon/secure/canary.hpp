@@ -67,6 +67,31 @@
 
 namespace tenon::secure {
 
+// The tag's top 24 bits hold a check of the size word, so that an
+// overwritten size is caught before the canary is looked for behind it.
+inline std::uint64_t header_size_check(std::uint64_t n) { return ((n * 0x9e3779b97f4a7c15ull) >> 40) << 40; }
+
+// Where the program's bytes begin in an inner (small) block q of n bytes
+// that the canary sealed, for a quarantine below it (its Layout, layers.hpp):
+// `align` bytes in for an aligned block, whose first 16 bytes hold the copy
+// of its header (seal_behind) naming p = q + align, which the quarantine
+// keeps; else 0. A plain block's freed header (p = q + 16, its freed bit
+// set) is told first, with one key; else each power of two up to n that q
+// is aligned to is tried.
+struct canary_layout {
+  [[gnu::noinline]] static std::size_t data_offset(const unsigned char* q, std::size_t n) {
+    std::uint64_t copy[2];
+    std::memcpy(copy, q, sizeof copy);
+    if ((copy[1] ^ key_for(q + 16)) == ((std::uint64_t{16} << 1) | 1)) return 0;  // | 1: the freed bit
+    auto at = reinterpret_cast<std::uintptr_t>(q);
+    for (std::size_t d = 32; d < n; d <<= 1) {
+      if (at & (d - 1)) break;  // q is not aligned to d, nor to any larger power
+      if ((copy[1] ^ key_for(q + d) ^ header_size_check(copy[0])) == std::uint64_t{d} << 1) return d;
+    }
+    return 0;
+  }
+};
+
 template <layer Inner>
 struct canary : pass_through<Inner> {
   static constexpr std::size_t kHeader = 16;
@@ -200,9 +225,7 @@ struct canary : pass_through<Inner> {
   // call).
   static std::uint64_t tail_of(std::uint64_t key) { return ~key; }
 
-  // The tag's top 24 bits hold a check of the size word, so that an
-  // overwritten size is caught before the canary is looked for behind it.
-  static std::uint64_t size_check(std::uint64_t n) { return ((n * 0x9e3779b97f4a7c15ull) >> 40) << 40; }
+  static std::uint64_t size_check(std::uint64_t n) { return header_size_check(n); }
 
   // The largest n a block can be asked for (the C standard's PTRDIFF_MAX):
   // n plus the header and canary, or plus an alignment, stays below SIZE_MAX.
