@@ -63,8 +63,19 @@
  *                    (posix_memalign, aligned_alloc or memalign) at
  *                    alignment A, written whole and freed twice: at once
  *                    (D = 0) or with D blocks of the same kind freed between
- *                    (D = 1: free(p); free(q); free(p)); ACCESS before the
+ *                    (D = 1: free(p); free(q); free(p); D = 100: p has left
+ *                    the secure quarantine's 64 slots); ACCESS before the
  *                    second free of p, which must be reported
+ *   after_wait:OP:N  a block of N bytes from malloc, freed, then 100
+ *                    blocks of N bytes (allocated before it, held) freed,
+ *                    which push it out of the secure quarantine; ACCESS
+ *                    before OP of it again: free, realloc (to N + 1) or
+ *                    usable (malloc_usable_size), which must be reported
+ *   aligned_write_after_free:F:A:N:K  a block of N bytes from F at
+ *                    alignment A (100 more allocated and held), freed; ACCESS
+ *                    before a one-byte write at offset K of it; then the 100
+ *                    others freed, which push it out of the quarantine,
+ *                    where the write must be found; DONE after them
  *   realloc_freed:N, realloc_interior:N, realloc_overflowed:N  realloc to
  *                    N / 2 bytes of a block of N bytes already freed, of a
  *                    pointer 32 bytes into one, of one overflowed by a byte
@@ -396,9 +407,13 @@ int main(int argc, char** argv) {
   } else if (!strncmp(c, "aligned_double_free_by:", 23)) {
     char how[16];
     size_t align = 0, n = 0, between = 0;
-    char* others[8];
-    if (sscanf(c + 23, "%15[a-z_]:%zu:%zu:%zu", how, &align, &n, &between) != 4 || between > 8) return 2;
+    if (sscanf(c + 23, "%15[a-z_]:%zu:%zu:%zu", how, &align, &n, &between) != 4 || between > 256) return 2;
+    /* stdout's buffer had now: had at ACCESS, after the frees, it could take
+     * the slices of p's span, given back empty (after_wait below). */
+    printf("NOTE aligned_double_free_by %s\n", how);
     char* p = aligned_by(how, align, n);
+    char** others = malloc((between ? between : 1) * sizeof *others);
+    if (!others) return 2;
     for (size_t i = 0; i < between; ++i) others[i] = aligned_by(how, align, n);
     memset(p, 0x5a, n);
     free(p);
@@ -407,6 +422,49 @@ int main(int argc, char** argv) {
            between);
     fflush(stdout);
     free(p);
+    printf("DONE\n");
+  } else if (!strncmp(c, "aligned_write_after_free:", 25)) {
+    char how[16];
+    size_t align = 0, n = 0, at = 0;
+    enum { kOthers = 100 };
+    char* others[kOthers];
+    if (sscanf(c + 25, "%15[a-z_]:%zu:%zu:%zu", how, &align, &n, &at) != 4 || at >= n) return 2;
+    printf("NOTE aligned_write_after_free %s\n", how);
+    char* p = aligned_by(how, align, n);
+    for (size_t i = 0; i < kOthers; ++i) others[i] = aligned_by(how, align, n);
+    memset(p, 0x5a, n);
+    free(p);
+    printf("ACCESS write %p + %zu after free (%s, %zu bytes aligned to %zu)\n", (void*)p, at, how, n, align);
+    fflush(stdout);
+    ((volatile char*)p)[at] ^= 1;
+    for (size_t i = 0; i < kOthers; ++i) free(others[i]);
+    printf("DONE\n");
+  } else if (!strncmp(c, "after_wait:", 11)) {
+    char how[16];
+    size_t n = 0;
+    enum { kOthers = 100 };
+    char* others[kOthers];
+    if (sscanf(c + 11, "%15[a-z]:%zu", how, &n) != 2 || n == 0) return 2;
+    /* stdout's buffer is had now, not at ACCESS, and so is what the first
+     * small free allocates (the secure quarantine's ring key: glibc's
+     * pthread_setspecific callocs 256 bytes): after the frees either could
+     * take the slices of p's span, given back empty, and p would lie in a
+     * block of another size (no metadata of p's left to tell). */
+    printf("NOTE after_wait %s %zu\n", how, n);
+    free(malloc(8));
+    char* p = malloc(n);
+    for (size_t i = 0; i < kOthers; ++i)
+      if (!(others[i] = malloc(n))) return 2;
+    if (!p) return 2;
+    memset(p, 0x5a, n);
+    free(p);
+    for (size_t i = 0; i < kOthers; ++i) free(others[i]);
+    printf("ACCESS %s %p again (%zu bytes, %d frees since)\n", how, (void*)p, n, kOthers);
+    fflush(stdout);
+    if (!strcmp(how, "free")) free(p);
+    else if (!strcmp(how, "realloc")) p = realloc(p, n + 1);
+    else if (!strcmp(how, "usable")) printf("NOTE usable %zu\n", malloc_usable_size(p));
+    else return 2;
     printf("DONE\n");
   } else if (!strncmp(c, "realloc_", 8) && strchr(c, ':')) {
     size_t n = strtoul(strchr(c, ':') + 1, NULL, 10);

@@ -13,7 +13,9 @@
 // not a block start (interior, unaligned, never handed out, the pointer
 // `delete` gets for a new[]'d array) or whose header was overwritten
 // (underflow from the block before) fails, and so does a block whose freed
-// bit is set (double free, while the block waits in quarantine). The canary
+// bit is set (double free, while the block waits in quarantine) or, past the
+// quarantine, one the engine's metadata says is free (freed_since,
+// large_freed: reported as a double free too). The canary
 // catches overflows of 1 byte and more past the size asked for (usable size
 // is exactly that size), sized frees check the size. Every failure is one
 // report_misuse line and SIGABRT.
@@ -37,8 +39,9 @@
 // the inner block's first 16 bytes (seal_behind: a quarantine below zeroes
 // the header itself while the block waits). So over tenon's engines (a
 // large block starts its span, a huge one is found by its start) no header
-// is in a large inner block's first page, which an inner quarantine closes
-// with the rest of the block while it waits (all but the end header's page).
+// is in a large inner block's first page. An inner quarantine closes the
+// whole block while it waits, end header included, and marks its span
+// (waits_closed): the checks read that mark before the header.
 //
 // A freed huge block waits in Inner's huge cache closed (huge_detail.h), its
 // header at the end with it: a second free or a check reads the huge
@@ -63,6 +66,31 @@
 #include "tenon/secure/secret.h"
 
 namespace tenon::secure {
+
+// The tag's top 24 bits hold a check of the size word, so that an
+// overwritten size is caught before the canary is looked for behind it.
+inline std::uint64_t header_size_check(std::uint64_t n) { return ((n * 0x9e3779b97f4a7c15ull) >> 40) << 40; }
+
+// Where the program's bytes begin in an inner (small) block q of n bytes
+// that the canary sealed, for a quarantine below it (its Layout, layers.hpp):
+// `align` bytes in for an aligned block, whose first 16 bytes hold the copy
+// of its header (seal_behind) naming p = q + align, which the quarantine
+// keeps; else 0. A plain block's freed header (p = q + 16, its freed bit
+// set) is told first, with one key; else each power of two up to n that q
+// is aligned to is tried.
+struct canary_layout {
+  [[gnu::noinline]] static std::size_t data_offset(const unsigned char* q, std::size_t n) {
+    std::uint64_t copy[2];
+    std::memcpy(copy, q, sizeof copy);
+    if ((copy[1] ^ key_for(q + 16)) == ((std::uint64_t{16} << 1) | 1)) return 0;  // | 1: the freed bit
+    auto at = reinterpret_cast<std::uintptr_t>(q);
+    for (std::size_t d = 32; d < n; d <<= 1) {
+      if (at & (d - 1)) break;  // q is not aligned to d, nor to any larger power
+      if ((copy[1] ^ key_for(q + d) ^ header_size_check(copy[0])) == std::uint64_t{d} << 1) return d;
+    }
+    return 0;
+  }
+};
 
 template <layer Inner>
 struct canary : pass_through<Inner> {
@@ -197,9 +225,7 @@ struct canary : pass_through<Inner> {
   // call).
   static std::uint64_t tail_of(std::uint64_t key) { return ~key; }
 
-  // The tag's top 24 bits hold a check of the size word, so that an
-  // overwritten size is caught before the canary is looked for behind it.
-  static std::uint64_t size_check(std::uint64_t n) { return ((n * 0x9e3779b97f4a7c15ull) >> 40) << 40; }
+  static std::uint64_t size_check(std::uint64_t n) { return header_size_check(n); }
 
   // The largest n a block can be asked for (the C standard's PTRDIFF_MAX):
   // n plus the header and canary, or plus an alignment, stays below SIZE_MAX.
@@ -248,7 +274,7 @@ struct canary : pass_through<Inner> {
   // inner block's first 16 bytes, which an inner quarantine keeps while the
   // block waits (its kKept) where it zeroes the header itself (align below
   // its 4 KiB): a second free then finds the header zero and the copy
-  // naming p, a double free (freed_behind). Out of line, as the other
+  // naming p, a double free (freed_since). Out of line, as the other
   // aligned paths: no instruction on malloc's.
   [[gnu::noinline]] static void* seal_behind(char* q, std::size_t n, std::size_t align) {
     auto* p = static_cast<char*>(seal(q + align, n, align));
@@ -256,34 +282,62 @@ struct canary : pass_through<Inner> {
     return p;
   }
 
-  // Whether p, whose header failed its check, is a block that
-  // seal_behind sealed and that was freed since: the header reads zero (the
-  // quarantine zeroed it) and the first 16 bytes of the small block p lies
-  // in hold the copy of a header for p at p's offset in it. A live block's
-  // header is never zero; one the program overwrote with 16 zero bytes
-  // reads as freed. Once the block has left the quarantine, its first words
-  // are the engine's (a link), and this says no (invalid pointer).
-  [[gnu::noinline]] static bool freed_behind(const char* p, const char* op) {
-    header h;
-    std::memcpy(&h, header_of(p, op), sizeof h);
-    if (h.size | h.tag || !(lookup::is_regular(p) || lookup::in_chunk(p))) return false;
+  // Whether p, whose header failed its check, is a block freed since, by
+  // what the layers below left of it (over tenon's engines; any other Inner
+  // has no chunks, and this says no):
+  //  - an aligned block (seal_behind) waiting in an inner quarantine: its
+  //    header reads zero (the quarantine zeroed it) and the first 16 bytes
+  //    of its inner block hold the copy of a header for p at p's offset;
+  //  - any small block past the quarantine, on the engine's free list
+  //    (freed_inner_block).
+  // A live block's header is never zero; one the program overwrote with 16
+  // zero bytes reads as freed. (A large block's is decided before its
+  // header is read: aligned_header_of.)
+  [[gnu::noinline]] static bool freed_since(const char* p) {
+    if (!(lookup::is_regular(p) || lookup::in_chunk(p))) return false;
     const span* s = lookup::span_of(p);
     if (s->kind != span_kind::small || s->block_size == 0 || p < s->start) return false;
     auto offset = static_cast<std::size_t>(p - s->start);
     if (offset / s->block_size >= s->capacity) return false;
     std::size_t d = offset % s->block_size;
-    if (d <= kHeader) return false;
-    header copy;
-    std::memcpy(&copy, p - d, sizeof copy);
-    return (copy.tag ^ key_for(p) ^ size_check(copy.size)) == std::uint64_t{d} << 1;
+    if (d < kHeader) return false;
+    if (d > kHeader) {
+      header h, copy;
+      std::memcpy(&h, p - kHeader, sizeof h);
+      if (h.size | h.tag) return false;
+      std::memcpy(&copy, p - d, sizeof copy);
+      if ((copy.tag ^ key_for(p) ^ size_check(copy.size)) == std::uint64_t{d} << 1) return true;
+    }
+    return freed_inner_block(p, d);
   }
 
-  // A header that fails its check: a double free when freed_behind says so,
+  // Past the quarantine, the inner block q = p - d is on the engine's free
+  // list (or its block cache): its first word a link, its second the
+  // engine's free key (free_key.h: a random word that no block a program
+  // owns holds), where the canary's header (d = 16: the header is q's
+  // first 16 bytes) or the copy of an aligned block's (d > 16, whose header
+  // in front of p stays zero: the engine writes the first 16 bytes only)
+  // had been. p at an alignment's offset into it, and aligned to it, is the
+  // pointer a block there was handed out as (until 2026-11-27, fifth
+  // session, all such second frees said "invalid pointer"). Where the
+  // engine keeps no key (a block its owner took back through the remote
+  // list, one handed out again, a span given back) this says no: invalid
+  // pointer. A pointer the program made at such an offset into a free block
+  // reads the same, and is reported as a double free too, as libtenon.so
+  // reports a pointer to a carved block it never handed out.
+  static bool freed_inner_block(const char* p, std::size_t d) {
+    if ((d & (d - 1)) != 0 || (reinterpret_cast<std::uintptr_t>(p) & (d - 1)) != 0) return false;
+    std::uint64_t second;
+    std::memcpy(&second, p - d + 8, sizeof second);
+    return second == free_key();
+  }
+
+  // A header that fails its check: a double free when freed_since says so,
   // else a pointer that is no block start (or whose header was overwritten).
   // Called as report_misuse is (op, p first): other arguments changed the
   // free path's registers (the secure malloc(32)+free pair 273 -> 277).
   [[noreturn, gnu::cold, gnu::noinline]] static void report_bad_header(const char* op, const char* p) {
-    if (freed_behind(p, op)) report_misuse(op, p, freed_twice(op), 0);
+    if (freed_since(p)) report_misuse(op, p, freed_twice(op), 0);
     report_misuse(op, p, "invalid pointer (not the start of a block, or its header overwritten)", 0);
   }
 
@@ -295,6 +349,15 @@ struct canary : pass_through<Inner> {
   static bool starts_large_span(const void* p) {
     const span* s = lookup::span_of(p);
     return s->kind == span_kind::large && s->free == p;
+  }
+  // Whether the large block a span still names was freed: waiting in an
+  // inner quarantine, closed to its end (the span's mark: quarantine.hpp;
+  // its header is unreadable), or past it, given back to the engine, which
+  // counts no block live in the span any more (its header is in a run the
+  // arena may hand out or purge: until 2026-11-27, fifth session, it was
+  // read, and the report said "invalid pointer").
+  static bool large_freed(const span* s) {
+    return s->waits_closed.load(std::memory_order_relaxed) || s->used() == 0;
   }
   // Out of line: the small blocks' page-aligned path stays as it was.
   [[gnu::noinline]] static bool starts_huge_block(const void* p) { return huge_lookup(p) != nullptr; }
@@ -309,7 +372,10 @@ struct canary : pass_through<Inner> {
   }
   [[gnu::noinline]] static char* aligned_header_of(const char* p, const char* op) {
     if (lookup::in_chunk(p)) {
-      if (starts_large_span(p)) return end_header_of(p);
+      if (starts_large_span(p)) {
+        if (large_freed(lookup::span_of(p))) report_misuse(op, p, freed_twice(op), 0);
+        return end_header_of(p);
+      }
     } else if (const huge_header* h = huge_lookup(p)) {
       // Freed, its end is closed (or no longer its end): the huge header says.
       if (huge_is_freed(h)) report_misuse(op, p, freed_twice(op), 0);

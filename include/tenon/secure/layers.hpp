@@ -23,7 +23,7 @@ namespace tenon::secure {
 // The quarantine of the stack (its drain at a thread's exit is named by
 // secure_config: src/secure/secure_engine.cpp).
 template <layer Bottom>
-using quarantine_of = quarantine<Bottom, 64, kMaxSmall, 8, kMaxLarge>;
+using quarantine_of = quarantine<Bottom, 64, kMaxSmall, 8, kMaxLarge, 16, 4096, canary_layout>;
 
 template <layer Bottom>
 using layers = zero_size<canary<quarantine_of<Bottom>>>;

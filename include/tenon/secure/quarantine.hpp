@@ -4,13 +4,14 @@
 // many frees of its thread as its pool has slots. Two pools, told apart by
 // Inner's usable size with one lookup per block:
 //   small (up to kMaxSmallBlock bytes, kSmallSlots slots): while it waits, the
-//     block reads as zeros from byte 16 to byte kZeroed (zeroed on entry: the
-//     program's data is gone), and on its way out those zeros are checked: a
-//     write after free there ends the program;
+//     block reads as zeros from byte 16 for kZeroed bytes from where the
+//     program's bytes begin (Layout: an outer layer may put them further in)
+//     (zeroed on entry: the program's data is gone), and on its way out those
+//     zeros are checked: a write after free there ends the program;
 //   large (to kMaxLargeBlock, kLargeSlots slots): inaccessible while it waits,
-//     all but the page of its last kKept bytes (where an outer layer keeps
-//     its header): a read or write after free there faults at the access
-//     (SIGSEGV).
+//     all of it (its span marked waits_closed, which an outer layer's check
+//     reads instead of a header at the block's end): a read or write after
+//     free faults at the access (SIGSEGV).
 // Others (blocks of 16 bytes or less, huge blocks) go back at once, and so do
 // pointers that are not in tenon's memory (glibc's blocks: the default
 // build's foreign path).
@@ -74,8 +75,18 @@ namespace tenon::secure {
 inline constexpr std::uint32_t kMaxClosedLarge = 4096;
 inline constinit std::atomic<std::uint32_t> g_closed_large{0};
 
+// Where the program's bytes begin in an inner block, for a quarantine
+// under a layer that moves them (canary.hpp's aligned blocks, `align` bytes
+// in): the window of kZeroed bytes zeroed and checked starts there. This
+// default knows of no such layer: the window is the block's first kZeroed
+// bytes.
+struct bytes_at_start {
+  static std::size_t data_offset(const unsigned char*, std::size_t) { return 0; }
+};
+
 template <layer Inner, std::size_t kSmallSlots, std::size_t kMaxSmallBlock, std::size_t kLargeSlots,
-          std::size_t kMaxLargeBlock, std::size_t kStripes = 16, std::size_t kZeroed = 4096>
+          std::size_t kMaxLargeBlock, std::size_t kStripes = 16, std::size_t kZeroed = 4096,
+          class Layout = bytes_at_start>
 struct quarantine : pass_through<Inner> {
   static constexpr std::size_t kKept = 16;  // the bytes a free block's owner may use (links, header)
 
@@ -88,9 +99,11 @@ struct quarantine : pass_through<Inner> {
     const span* s = lookup::span_of(p);
     ring* r = kRings ? mine().r : nullptr;
     std::size_t n = s->block_size;
-    if (__builtin_expect(s->kind != span_kind::small || n <= kKept || n > kMaxSmallBlock || !r, 0))
+    // Blocks past kZeroed bytes out of line too: their window is looked for
+    // (window()); here the whole block is the window.
+    if (__builtin_expect(s->kind != span_kind::small || n <= kKept || n > kZeroed || !r, 0))
       return dealloc_other(p);
-    zero_words(static_cast<unsigned char*>(p) + kKept, zeroed(n) - kKept);
+    zero_words(static_cast<unsigned char*>(p) + kKept, n - kKept);
     entry out = take_turn(r->small, r->small_turn, {p, n});
     if (out.p) leave_small(out.p, out.n);
   }
@@ -145,7 +158,7 @@ struct quarantine : pass_through<Inner> {
     if (!tenons(p)) return Inner::dealloc(p);
     std::size_t n = block_size(p);
     if (n <= kMaxSmallBlock && n > kKept) {
-      zero_words(static_cast<unsigned char*>(p) + kKept, zeroed(n) - kKept);
+      zero_window(static_cast<unsigned char*>(p), n);
       ring* r = kRings ? mine().r : nullptr;
       if (r) {
         entry out = take_turn(r->small, r->small_turn, {p, n});
@@ -287,7 +300,25 @@ struct quarantine : pass_through<Inner> {
     return any;
   }
 
-  static std::size_t zeroed(std::size_t n) { return n < kZeroed ? n : kZeroed; }
+  // The end of a small block's window, zeroed on its way in and checked on
+  // its way out: kZeroed bytes from where the program's bytes begin
+  // (Layout), the whole block when it is shorter. Its way in and its way
+  // out agree: Layout reads the block's first kKept bytes, which are kept.
+  // Until 2026-11-27 (fifth session) every window began at the block's
+  // start, and a block aligned to 4 KiB or more under the canary (p that
+  // far in) had none of its bytes in it.
+  static std::size_t window(const void* p, std::size_t n) {
+    if (n <= kZeroed) return n;
+    std::size_t end = Layout::data_offset(static_cast<const unsigned char*>(p), n) + kZeroed;
+    return end < n ? end : n;
+  }
+  // The common window of a block past kZeroed bytes, its first kZeroed, as
+  // a constant length: zeroed by stores in line, not by a call to memset.
+  static void zero_window(unsigned char* c, std::size_t n) {
+    std::size_t end = window(c, n);
+    if (end == kZeroed) return zero_words(c + kKept, kZeroed - kKept);
+    zero_words(c + kKept, end - kKept);
+  }
 
   // Whether p is in tenon's memory: a chunk's, or a huge block's start. Any
   // other pointer (a glibc block from before tenon was loaded, or one no
@@ -336,12 +367,16 @@ struct quarantine : pass_through<Inner> {
     return large_slots()[stripe() * kLargeSlots + turn().large++ % kLargeSlots];
   }
 
-  // The pages of a large block of n bytes that wait closed: from its first
-  // byte up to the page of its last kKept bytes, where an outer layer keeps
-  // its header (the canary keeps a large inner block's at its end, aligned
-  // blocks' too: canary.hpp). The first page stayed open until 2026-11-27,
-  // for a header before the block, and a read or write after free there
-  // went unnoticed; no layer puts one in a large block any more.
+  // The pages of a large block of n bytes that wait closed: all of them,
+  // from its first byte to its last page, where the canary keeps its header
+  // (canary.hpp): the block's span says it waits closed (waits_closed, set
+  // here), and a second free reads that instead of the header. Until
+  // 2026-11-27 (fifth session) the last page stayed open for the header, and
+  // the program's last n mod 4 KiB bytes on it (up to 4,072) could be read or
+  // written after free unnoticed; closed, the block also merges with its two
+  // guard pages into one mapping, where the open page left two more. The
+  // first page stayed open until 2026-11-27 (fourth session), for a header
+  // before the block.
   struct pages {
     void* start;
     std::size_t bytes;
@@ -349,8 +384,16 @@ struct quarantine : pass_through<Inner> {
   static pages closable(void* p, std::size_t n) {
     std::size_t page = os::page_size();
     auto start = (reinterpret_cast<std::uintptr_t>(p) + page - 1) & ~(page - 1);
-    auto end = (reinterpret_cast<std::uintptr_t>(p) + n - kKept) & ~(page - 1);
+    auto end = (reinterpret_cast<std::uintptr_t>(p) + n) & ~(page - 1);
     return {reinterpret_cast<void*>(start), end > start ? end - start : 0};
+  }
+
+  // The mark on the block's span (span.h): set before the pages close and
+  // cleared once they are open, so that a check that finds the pages closed
+  // finds the mark too (the same thread's, or one that saw the block freed).
+  static void mark_closed(void* p, bool closed) {
+    if (lookup::is_regular(p) || lookup::in_chunk(p))
+      lookup::span_of(p)->waits_closed.store(closed, std::memory_order_relaxed);
   }
 
   // A large block waits as its pointer with bit 0 set when its pages were
@@ -368,10 +411,13 @@ struct quarantine : pass_through<Inner> {
   static void* close_pages(void* p, std::size_t n) {
     pages g = closable(p, n);
     if (!g.bytes) return p;
-    if (g_closed_large.fetch_add(1, std::memory_order_relaxed) < kMaxClosedLarge &&
-        os::protect(g.start, g.bytes, false)) {
-      os::owe_reopening(static_cast<std::ptrdiff_t>(g.bytes));
-      return marked(p);
+    if (g_closed_large.fetch_add(1, std::memory_order_relaxed) < kMaxClosedLarge) {
+      mark_closed(p, true);
+      if (os::protect(g.start, g.bytes, false)) {
+        os::owe_reopening(static_cast<std::ptrdiff_t>(g.bytes));
+        return marked(p);
+      }
+      mark_closed(p, false);
     }
     g_closed_large.fetch_sub(1, std::memory_order_relaxed);
     return p;
@@ -387,14 +433,25 @@ struct quarantine : pass_through<Inner> {
     pages g = closable(p, n);
     bool opened = os::protect(g.start, g.bytes, true);
     os::owe_reopening(-static_cast<std::ptrdiff_t>(g.bytes));  // opened, or given up with the block
-    if (opened) g_closed_large.fetch_sub(1, std::memory_order_relaxed);
+    if (opened) {
+      mark_closed(p, false);
+      g_closed_large.fetch_sub(1, std::memory_order_relaxed);
+    }
     return opened;
   }
 
   // A small block of n bytes leaves: its zeros are checked, then Inner has it.
+  // Blocks past kZeroed bytes out of line (their window is looked for).
   static void leave_small(void* p, std::size_t n) {
+    if (__builtin_expect(n > kZeroed, 0)) return leave_wide(p, n);
     auto* c = static_cast<const unsigned char*>(p);
-    if (__builtin_expect(!all_zero(c + kKept, zeroed(n) - kKept), 0)) report_write_after_free(c, zeroed(n), n);
+    if (__builtin_expect(!all_zero(c + kKept, n - kKept), 0)) report_write_after_free(c, n, n);
+    Inner::dealloc(p);
+  }
+  [[gnu::noinline]] static void leave_wide(void* p, std::size_t n) {
+    auto* c = static_cast<const unsigned char*>(p);
+    std::size_t end = window(p, n);
+    if (__builtin_expect(!all_zero(c + kKept, end - kKept), 0)) report_write_after_free(c, end, n);
     Inner::dealloc(p);
   }
 

@@ -94,6 +94,12 @@ struct alignas(64) span {
   span* prev = nullptr;
   std::uint32_t carved = 0;    // blocks carved from the span's memory so far (and carved_limit above)
   span_state state = span_state::detached;
+  // Large spans: whether the block waits in a secure quarantine with its
+  // pages closed, its end (the canary's header) included: a second free,
+  // a realloc or a malloc_usable_size of it reads this instead of the
+  // closed header (secure/quarantine.hpp sets it, secure/canary.hpp reads
+  // it). In the padding after `state`: no field moves.
+  std::atomic<bool> waits_closed{false};
   // --- shared, written by remote pushers and the owner (the owner's line:
   // it takes what they push) ---
   std::atomic<std::uint64_t> remote{0};
