@@ -103,7 +103,10 @@ inline span* take_owned(class_lists& l) {
     return s;
   }
   span* s = l.empty;
-  l.empty = nullptr;
+  if (s) {
+    l.empty = s->next;
+    s->next = nullptr;
+  }
   return s;
 }
 
