@@ -292,12 +292,7 @@ void thread_heaps<C>::dissolve(heap_t* h) {
         abandon(h, s);
         s = next;
       }
-    for (span* s = l.empty; s;) {
-      span* next = s->next;
-      s->next = nullptr;
-      release_empty(h, s);
-      s = next;
-    }
+    if (l.empty) release_empty(h, l.empty);
     l.avail = l.full = l.empty = nullptr;
     l.nfull = 0;
     l.notify.store(0, std::memory_order_relaxed);

@@ -41,12 +41,7 @@ void thread_heaps<C>::drop_heap(heap_t* h) {
         drop_span(h, s);
         s = next;
       }
-    for (span* s = l.empty; s;) {
-      span* next = s->next;
-      s->next = nullptr;
-      drop_span(h, s);
-      s = next;
-    }
+    if (l.empty) drop_span(h, l.empty);
     l.avail = l.full = l.empty = nullptr;
     l.nfull = 0;
     l.notify.store(0, std::memory_order_relaxed);

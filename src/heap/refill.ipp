@@ -103,10 +103,7 @@ inline span* take_owned(class_lists& l) {
     return s;
   }
   span* s = l.empty;
-  if (s) {
-    l.empty = s->next;
-    s->next = nullptr;
-  }
+  l.empty = nullptr;
   return s;
 }
 

@@ -176,14 +176,11 @@ bool thread_heaps<C>::release_unused_spans(heap_t* h) {
   bool any = false;
   for (unsigned cls = 0; cls < kNumClasses; ++cls) {
     class_lists& l = h->lists[cls];
-    for (span* s = l.empty; s;) {
-      span* next = s->next;
-      s->next = nullptr;
+    if (span* s = l.empty) {
+      l.empty = nullptr;
       release_empty(h, s);
-      s = next;
       any = true;
     }
-    l.empty = nullptr;
     if (kBlockCache.slot[cls] != block_cache_detail::kNone) continue;
     if (span* s = h->current[cls]; s != &g_empty_span && s->used() == kCurrentBias) {
       s->remove_used(kCurrentBias);
@@ -200,16 +197,11 @@ bool thread_heaps<C>::release_unused_spans(heap_t* h) {
 // else give its slices back.
 template <class C>
 void thread_heaps<C>::retire_empty(heap_t* h, class_lists& l, span* s) {
-  if (s->capacity <= kKeepEmptyMaxBlocks) {
-    unsigned kept = 0;
-    for (span* e = l.empty; e && kept < kKeepEmptySpans; e = e->next) ++kept;
-    if (kept < kKeepEmptySpans) {
-      s->state = span_state::avail;
-      s->set_low_mark(1);
-      s->next = l.empty;
-      l.empty = s;
-      return;
-    }
+  if (s->capacity <= kKeepEmptyMaxBlocks && !l.empty) {
+    s->state = span_state::avail;
+    s->set_low_mark(1);
+    l.empty = s;
+    return;
   }
   release_empty(h, s);
 }

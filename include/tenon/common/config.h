@@ -4,9 +4,6 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#ifndef KEEP_EMPTY_SPANS
-#define KEEP_EMPTY_SPANS 8
-#endif
 
 namespace tenon {
 
@@ -132,10 +129,6 @@ constexpr std::size_t kHugeSplitProbePages = 16;
 // spans go empty all the time, and forming them again and again spreads them
 // over ever more slices (glibc-thread formed each 1,000-1,500 times).
 constexpr unsigned kKeepEmptyMaxBlocks = 16;
-
-// How many such emptied spans a class keeps (a list through the spans' own
-// `next`): EXPERIMENT.
-constexpr unsigned kKeepEmptySpans = KEEP_EMPTY_SPANS;
 
 // A heap about to form a new span absorbs the unowned spans of that class,
 // and of every class once per this many times.
