@@ -67,7 +67,7 @@ void arena<C>::purge_due_by(std::uint32_t when) {
 // them resident for good before, found outside the tests, 2026-11-27).
 namespace arena_detail {
 #ifndef SPARSE_WEIGHT
-#define SPARSE_WEIGHT 2
+#define SPARSE_WEIGHT 1
 #endif
 constexpr unsigned kSparseWeight = SPARSE_WEIGHT;
 // The cap's measure of a chunk's free resident slices, in units of a
