@@ -22,7 +22,6 @@ void arena<C>::release_span(span* s, stats_t* st) {
     [[maybe_unused]] section<typename C::sync, shared_structure::chunks> guard;
     for (unsigned i = first; i < first + n; ++i) c->dirty_ms[i].store(now, std::memory_order_relaxed);
     c->dirty.fetch_or(mask, std::memory_order_relaxed);
-    if (s->kind == span_kind::large) c->sparse.fetch_or(mask, std::memory_order_relaxed);
     TENON_INJECT_POINT("chunk.release");
     // Release: the descriptor and dirty bits are written before the slices are
     // visible as free to the next taker (who acquires).
@@ -65,46 +64,35 @@ void arena<C>::purge_due_by(std::uint32_t when) {
 // so does 1 MiB kept in all (kept_slices_): a few slices in each of many
 // chunks, every chunk under its cap, no run of 1 MiB (an idle program kept
 // them resident for good before, found outside the tests, 2026-11-27).
-namespace arena_detail {
-#ifndef SPARSE_WEIGHT
-#define SPARSE_WEIGHT 1
-#endif
-constexpr unsigned kSparseWeight = SPARSE_WEIGHT;
-// The cap's measure of a chunk's free resident slices, in units of a
-// large block's slice: a small span's slice weighs kSparseWeight.
-inline unsigned cap_load(std::uint64_t free_dirty, std::uint64_t sparse) {
-  return kSparseWeight * static_cast<unsigned>(std::popcount(free_dirty & ~sparse)) +
-         static_cast<unsigned>(std::popcount(free_dirty & sparse));
-}
-constexpr unsigned kCapLoad = kSparseWeight * kMaxDirtyPerChunk;
-}  // namespace arena_detail
-
 template <class C>
 void arena<C>::mark_over_cap(chunk* c, std::uint64_t keep, std::uint32_t now) {
   std::uint64_t free_dirty = c->dirty.load(std::memory_order_relaxed) & ~c->used.load(std::memory_order_relaxed);
-  std::uint64_t sparse = c->sparse.load(std::memory_order_relaxed);
-  unsigned load = arena_detail::cap_load(free_dirty, sparse);
+  unsigned resident = static_cast<unsigned>(std::popcount(free_dirty));
   std::uint64_t marks = 0;
-  if (load > arena_detail::kCapLoad) {
-    marks = oldest_past_grace(c, free_dirty & ~keep, load - arena_detail::kCapLoad, now);
+  if (resident > kMaxDirtyPerChunk) {
+    marks = oldest_past_grace(c, free_dirty & ~keep, resident - kMaxDirtyPerChunk, now);
     std::uint64_t fresh = marks & ~c->trim.fetch_or(marks, std::memory_order_relaxed);
     auto n = static_cast<std::uint32_t>(std::popcount(fresh));
     if (n && marked_.fetch_add(n, std::memory_order_relaxed) + n >= kMaxMarkedSlices) purge_due_by(now);
   }
   if (std::popcount(keep) >= static_cast<int>(kPurgerStartSlices) ||
-      load - arena_detail::cap_load(marks, sparse) > arena_detail::kCapLoad ||
+      resident - static_cast<unsigned>(std::popcount(marks)) > kMaxDirtyPerChunk ||
       kept_slices_.load(std::memory_order_relaxed) >= static_cast<std::int64_t>(kPurgerStartSlices))
     note_retained();
 }
 
+// The pass's part of the cap: purge the chunk's marked slices that are still
+// free and resident, oldest first, as many as the chunk is still over its
+// cap (takers may have reused others since) and only past the grace (one
+// taken and freed again since its mark is young), adjacent ones in one call.
 template <class C>
 void arena<C>::trim_marked(chunk* c, std::uint32_t now, stats_t* st) {
   if (!c->trim.load(std::memory_order_relaxed)) return;
   std::uint64_t marks = c->trim.exchange(0, std::memory_order_relaxed);
   std::uint64_t free_dirty = c->dirty.load(std::memory_order_relaxed) & ~c->used.load(std::memory_order_relaxed);
-  unsigned load = arena_detail::cap_load(free_dirty, c->sparse.load(std::memory_order_relaxed));
-  if (load <= arena_detail::kCapLoad) return;
-  marks = oldest_past_grace(c, marks & free_dirty, load - arena_detail::kCapLoad, now);
+  unsigned resident = static_cast<unsigned>(std::popcount(free_dirty));
+  if (resident <= kMaxDirtyPerChunk) return;
+  marks = oldest_past_grace(c, marks & free_dirty, resident - kMaxDirtyPerChunk, now);
   while (marks) {
     unsigned first = static_cast<unsigned>(std::countr_zero(marks));
     unsigned n = static_cast<unsigned>(std::countr_one(marks >> first));
@@ -118,30 +106,22 @@ void arena<C>::trim_marked(chunk* c, std::uint32_t now, stats_t* st) {
 // its younger ones).
 template <class C>
 std::uint64_t arena<C>::oldest_past_grace(chunk* c, std::uint64_t candidates, unsigned want, std::uint32_t now) {
-  // Slices a large block left first (few of their pages are resident, and
-  // its next user would fault its own pages in anyway), then the others;
-  // `want` in the cap's units (arena_detail::cap_load).
-  std::uint64_t sparse = c->sparse.load(std::memory_order_relaxed);
   std::uint64_t picked = 0;
-  for (std::uint64_t pool : {candidates & sparse, candidates & ~sparse}) {
-    unsigned weight = (pool & sparse) ? 1 : arena_detail::kSparseWeight;
-    while (want) {
-      unsigned oldest = 0;
-      std::uint32_t oldest_age = 0;
-      bool found = false;
-      for (std::uint64_t d = pool & ~picked; d; d &= d - 1) {
-        unsigned i = static_cast<unsigned>(std::countr_zero(d));
-        std::uint32_t age = now - c->dirty_ms[i].load(std::memory_order_relaxed);
-        if (age >= kDirtyGraceMs && (!found || age > oldest_age)) {
-          oldest_age = age;
-          oldest = i;
-          found = true;
-        }
+  for (; want; --want) {
+    unsigned oldest = 0;
+    std::uint32_t oldest_age = 0;
+    bool found = false;
+    for (std::uint64_t d = candidates & ~picked; d; d &= d - 1) {
+      unsigned i = static_cast<unsigned>(std::countr_zero(d));
+      std::uint32_t age = now - c->dirty_ms[i].load(std::memory_order_relaxed);
+      if (age >= kDirtyGraceMs && (!found || age > oldest_age)) {
+        oldest_age = age;
+        oldest = i;
+        found = true;
       }
-      if (!found) break;
-      picked |= std::uint64_t{1} << oldest;
-      want = want > weight ? want - weight : 0;
     }
+    if (!found) break;
+    picked |= std::uint64_t{1} << oldest;
   }
   return picked;
 }

@@ -20,11 +20,8 @@ inline std::uint64_t run_starts(std::uint64_t bits, unsigned n) {
 // dirty ("warm") come first: their pages are resident already, so reusing
 // them keeps the set of touched pages (the RSS) from growing. With
 // warm_only, only such a run will do.
-inline int find_run(std::uint64_t used, std::uint64_t dirty, unsigned n, bool warm_only, std::uint64_t better = 0) {
+inline int find_run(std::uint64_t used, std::uint64_t dirty, unsigned n, bool warm_only) {
   std::uint64_t starts = run_starts(~used, n);
-  if (better) {
-    if (std::uint64_t w = starts & run_starts(better & ~used, n)) return std::countr_zero(w);
-  }
   std::uint64_t warm = starts & run_starts(dirty & ~used, n);
   if (warm) return std::countr_zero(warm);
   if (warm_only || !starts) return -1;

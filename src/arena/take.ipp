@@ -23,7 +23,6 @@ inline span* form(chunk* c, unsigned first, unsigned n) {
   s->zeroed = (dirty & mask) == 0;
   s->some_clean = (dirty & mask) != mask;
   if (dirty & mask) c->dirty.fetch_and(~mask, std::memory_order_relaxed);
-  if (c->sparse.load(std::memory_order_relaxed) & mask) c->sparse.fetch_and(~mask, std::memory_order_relaxed);
   s->first_slice = static_cast<std::uint8_t>(first);
   s->nslices = static_cast<std::uint8_t>(n);
   s->start = reinterpret_cast<char*>(c) + (std::size_t{first} << kSliceShift);
@@ -67,12 +66,10 @@ void arena<C>::register_at(std::uint32_t idx, chunk* c) {
 }
 
 template <class C>
-span* arena<C>::try_take(chunk* c, unsigned n, bool warm_only, bool large, stats_t* st) {
+span* arena<C>::try_take(chunk* c, unsigned n, bool warm_only, stats_t* st) {
   std::uint64_t used = c->used.load(std::memory_order_relaxed);
   for (;;) {
-    std::uint64_t dirty = c->dirty.load(std::memory_order_relaxed);
-    std::uint64_t sparse = c->sparse.load(std::memory_order_relaxed);
-    int pos = slice_bits::find_run(used, dirty, n, warm_only, large ? dirty & sparse : dirty & ~sparse);
+    int pos = slice_bits::find_run(used, c->dirty.load(std::memory_order_relaxed), n, warm_only);
     if (pos < 0) return nullptr;
     TENON_INJECT_POINT("chunk.take");
     std::uint64_t mask = slice_bits::run_mask(static_cast<unsigned>(pos), n);
@@ -120,14 +117,14 @@ chunk* arena<C>::new_chunk(unsigned take_n, stats_t* st) {
 
 // The held-bytes gauge moves with every run taken and given back.
 template <class C>
-span* arena<C>::take_span(unsigned nslices, chunk** hint, stats_t* st, bool large) {
-  span* s = find_run(nslices, hint, st, large);
+span* arena<C>::take_span(unsigned nslices, chunk** hint, stats_t* st) {
+  span* s = find_run(nslices, hint, st);
   if (s) shared_stats_.hold(static_cast<std::int64_t>(std::size_t{nslices} << kSliceShift));
   return s;
 }
 
 template <class C>
-span* arena<C>::find_run(unsigned nslices, chunk** hint, stats_t* st, bool large) {
+span* arena<C>::find_run(unsigned nslices, chunk** hint, stats_t* st) {
   TENON_CHECK(nslices >= 1 && nslices <= kMaxSpanSlices);
   [[maybe_unused]] section<typename C::sync, shared_structure::chunks> guard;
   // Warm slices anywhere (hint first, then a bounded scan) before clean ones
@@ -135,7 +132,7 @@ span* arena<C>::find_run(unsigned nslices, chunk** hint, stats_t* st, bool large
   // chunk while freed, still resident slices wait in others.
   for (bool warm_only : {true, false}) {
     if (*hint) {
-      if (span* s = try_take(*hint, nslices, warm_only, large, st)) return s;
+      if (span* s = try_take(*hint, nslices, warm_only, st)) return s;
     }
     std::uint32_t n = nchunks_.load(std::memory_order_acquire);
     if (n > kMaxChunks) n = kMaxChunks;
@@ -145,7 +142,7 @@ span* arena<C>::find_run(unsigned nslices, chunk** hint, stats_t* st, bool large
       std::uint32_t idx = (from + i) % n;
       chunk* c = registered(idx);
       if (!c || c == *hint) continue;
-      if (span* s = try_take(c, nslices, warm_only, large, st)) {
+      if (span* s = try_take(c, nslices, warm_only, st)) {
         *hint = c;
         scan_from_.store(idx, std::memory_order_relaxed);
         return s;

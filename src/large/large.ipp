@@ -86,7 +86,7 @@ void* large_runs<C>::alloc(std::size_t n, std::size_t align, bool* zeroed, chunk
   if constexpr (has_guard_pages<C>()) lead = align > page ? align : page;
   std::size_t guard = has_guard_pages<C>() ? page : 0;  // room for the guard after it
   std::size_t nslices = (n + guard + lead + kSliceSize - 1) >> kSliceShift;
-  span* s = chunks_->take_span(static_cast<unsigned>(nslices), hint, st, true);
+  span* s = chunks_->take_span(static_cast<unsigned>(nslices), hint, st);
   if (!s) {
     errno = ENOMEM;
     return nullptr;

@@ -23,11 +23,6 @@ struct chunk {
   // bit i: slice i was over the chunk's cap of free resident slices at a
   // release (arena::release_span); the next purge pass drops its pages
   std::atomic<std::uint64_t> trim;
-  // bit i: slice i was last released by a large block (arena::release_span),
-  // which touches only the pages its program wrote: the dirty cap purges
-  // such slices before those of small spans, whose pages are all touched.
-  // Set by the releaser, cleared by the next taker; a hint (relaxed).
-  std::atomic<std::uint64_t> sparse;
 };
 static_assert(sizeof(chunk) <= kSliceSize, "chunk header must fit in slice 0");
 static_assert(offsetof(chunk, index) == 0, "lookup::span_of reads the slice index at the chunk's base");
