@@ -31,11 +31,13 @@ typedef struct tenon_pool tenon_pool;
 
 /* A new, empty pool of elements of elem_size bytes aligned to align (a power
  * of two, at most 4096). The slot stride is elem_size rounded up to align.
- * Returns NULL with errno EINVAL (bad size/alignment) or ENOMEM. */
+ * Returns NULL with errno EINVAL (elem_size 0 or over 2^32, align not a
+ * power of two or over 4096) or ENOMEM. */
 TENON_API tenon_pool* tenon_pool_new(size_t elem_size, size_t align);
 
 /* Like tenon_pool_new with an explicit block size of 2^block_shift elements
- * (0 picks the default: about 2 MiB per block). block_shift <= 24. */
+ * (0 picks the default: about 2 MiB per block). block_shift <= 24, else
+ * NULL with EINVAL. */
 TENON_API tenon_pool* tenon_pool_new_shift(size_t elem_size, size_t align, unsigned block_shift);
 
 /* Flags for tenon_pool_new_ex. */

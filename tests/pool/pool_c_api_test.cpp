@@ -24,7 +24,15 @@ TEST(PoolCApi, BadArguments) {
   errno = 0;
   EXPECT_EQ(tenon_pool_new(8, 8192), nullptr);
   EXPECT_EQ(errno, EINVAL);
+  errno = 0;
   EXPECT_EQ(tenon_pool_new_shift(8, 8, 25), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(tenon_pool_new((size_t{1} << 32) + 1, 8), nullptr) << "element over 2^32 bytes";
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(tenon_pool_new(8, 0), nullptr) << "alignment 0";
+  EXPECT_EQ(errno, EINVAL);
   errno = 0;
   EXPECT_EQ(tenon_pool_new_ex(8, 8, 0, 2u), nullptr) << "unknown flag";
   EXPECT_EQ(errno, EINVAL);
