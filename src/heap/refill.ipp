@@ -49,9 +49,9 @@ span* thread_heaps<C>::form_small_span(heap_t* owner, unsigned cls, chunk** hint
 // An unowned span just popped from the partial stack becomes ours, with
 // the blocks other threads freed into it meanwhile.
 template <class C>
-void thread_heaps<C>::adopt(heap_t* h, span* s) {
+void thread_heaps<C>::adopt(heap_t* h, span* s, unsigned cls) {
   TENON_INJECT_POINT("span.adopt");
-  TENON_CHECK(s->owner.load(std::memory_order_relaxed) == nullptr && s->kind == span_kind::small);
+  TENON_CHECK(s->owner.load(std::memory_order_relaxed) == nullptr && s->kind == span_kind::small && s->cls == cls);
   s->owner.store(h, std::memory_order_release);  // see free_remote
   h->st.add(stat_spans_adopted);
   take_remote(s);
@@ -73,7 +73,7 @@ void thread_heaps<C>::absorb_partials(heap_t* h, unsigned cls, unsigned limit) {
     std::uint32_t id = partial_[cls].pop(&retries);
     if (!id) break;
     span* s = span_from_id(id);
-    adopt(h, s);
+    adopt(h, s, cls);
     if (s->used() == 0) {
       retire_empty(h, l, s);
     } else if (s->free || s->carved < s->capacity || !park_full(l, s)) {
@@ -101,7 +101,7 @@ span* thread_heaps<C>::adopt_partial(heap_t* h, unsigned cls) {
     std::uint32_t id = partial_[cls].pop(&retries);
     if (!id) break;
     span* s = span_from_id(id);
-    adopt(h, s);
+    adopt(h, s, cls);
     if (s->free || s->carved < s->capacity || !park_full(l, s)) found = s;
   }
   if (retries) count(&h->st, chunks_->shared_stats(), stat_retry_partial_stack, retries);

@@ -125,7 +125,7 @@ class thread_heaps {
 
   // refill.ipp: finding a span for a class.
   span* form_small_span(heap_t* owner, unsigned cls, chunk** hint, stats_t* st);
-  void adopt(heap_t* h, span* s);
+  void adopt(heap_t* h, span* s, unsigned cls);
   void absorb_partials(heap_t* h, unsigned cls, unsigned limit);
   span* adopt_partial(heap_t* h, unsigned cls);
   void absorb_before_growing(heap_t* h, unsigned cls);
