@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include <regex>
+#include <initializer_list>
 #include <string>
 
 #include "misuse_runner.h"
@@ -88,13 +89,9 @@ AT_CALL(FreeUnaligned4M, "free_unaligned_4m")
 AT_CALL(FreeNeverAllocatedNear, "free_never_allocated_near")
 AT_CALL(FreeNeverAllocatedFar, "free_never_allocated_far")
 
-// A small block from an aligned allocation (alignment 32 to 4,096 bytes)
-// keeps its header in front of p, inside the first 4 KiB of its inner block,
-// which the quarantine zeroes while the block waits: freed again, at once or
-// after another free, it must be reported as a double free naming p (until
-// 2026-11-27, fourth session, the zeroing wiped the header and its freed
-// mark, and the report said "invalid pointer").
-TEST(SecureDetects, DoubleFreeOfSmallAlignedBlock) {
+// Each aligned shape (the call, the alignment, the size) freed twice with
+// `between` other frees in between must be reported as a double free.
+void expect_aligned_double_free_reported(std::initializer_list<int> betweens) {
   struct shape {
     const char* how;
     int align, n;
@@ -103,11 +100,21 @@ TEST(SecureDetects, DoubleFreeOfSmallAlignedBlock) {
                           {"posix_memalign", 256, 1000}, {"aligned_alloc", 1024, 3000}, {"memalign", 2048, 8000},
                           {"posix_memalign", 4096, 100}, {"aligned_alloc", 4096, 4096}, {"memalign", 4096, 20000}};
   for (const shape& s : shapes)
-    for (int between : {0, 1}) {
+    for (int between : betweens) {
       std::string c = "aligned_double_free_by:" + std::string(s.how) + ":" + std::to_string(s.align) + ":" +
                       std::to_string(s.n) + ":" + std::to_string(between);
       expect_stop_at_call(TENON_GUARD_PROBE_PROGRAM, c.c_str(), "tenon: free\\(0x[0-9a-f]+\\): double free");
     }
+}
+
+// A small block from an aligned allocation (alignment 32 to 4,096 bytes)
+// keeps its header in front of p, inside the first 4 KiB of its inner block,
+// which the quarantine zeroes while the block waits: freed again, at once or
+// after another free, it must be reported as a double free naming p (until
+// 2026-11-27, fourth session, the zeroing wiped the header and its freed
+// mark, and the report said "invalid pointer").
+TEST(SecureDetects, DoubleFreeOfSmallAlignedBlock) {
+  expect_aligned_double_free_reported({0, 1});
 }
 
 // The same block freed again after it has left the quarantine (64 frees of
@@ -116,22 +123,10 @@ TEST(SecureDetects, DoubleFreeOfSmallAlignedBlock) {
 // overwritten by the list's link and free key. Until 2026-11-27 (fifth
 // session) the report said "invalid pointer".
 TEST(SecureDetects, DoubleFreeOfSmallAlignedBlockAfterItsWait) {
-  struct shape {
-    const char* how;
-    int align, n;
-  };
-  const shape shapes[] = {{"posix_memalign", 32, 24},  {"aligned_alloc", 32, 100},   {"memalign", 64, 64},
-                          {"posix_memalign", 256, 1000}, {"aligned_alloc", 1024, 3000}, {"memalign", 2048, 8000},
-                          {"posix_memalign", 4096, 100}, {"aligned_alloc", 4096, 4096}, {"memalign", 4096, 20000}};
   // No purger thread: see SecondCallAfterTheQuarantineSaysFreed (its
   // stack's TLS took the slice of a 20,000-byte block's span, given back).
   setenv("TENON_BACKGROUND_PURGE", "0", 1);
-  for (const shape& s : shapes)
-    for (int between : {64, 100}) {
-      std::string c = "aligned_double_free_by:" + std::string(s.how) + ":" + std::to_string(s.align) + ":" +
-                      std::to_string(s.n) + ":" + std::to_string(between);
-      expect_stop_at_call(TENON_GUARD_PROBE_PROGRAM, c.c_str(), "tenon: free\\(0x[0-9a-f]+\\): double free");
-    }
+  expect_aligned_double_free_reported({64, 100});
   unsetenv("TENON_BACKGROUND_PURGE");
 }
 
