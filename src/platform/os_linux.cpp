@@ -400,6 +400,17 @@ bool thread_key_set(long key, void* value) { return pthread_setspecific(static_c
 
 void* next_symbol(const char* name) { return dlsym(RTLD_NEXT, name); }
 
+void* loaded_library_symbol(const char* soname, const char* name) {
+  int saved = errno;
+  void* symbol = nullptr;
+  if (void* lib = dlopen(soname, RTLD_LAZY | RTLD_NOLOAD)) {
+    symbol = dlsym(lib, name);
+    dlclose(lib);  // the reference RTLD_NOLOAD took
+  }
+  errno = saved;
+  return symbol;
+}
+
 const char* library_of(const void* address) {
   Dl_info info;
   if (address && dladdr(address, &info) && info.dli_fname) return info.dli_fname;

@@ -159,6 +159,13 @@ int process_id();
 // call it at load time (a constructor) or on a path that may wait.
 void* next_symbol(const char* name);
 
+// The definition of `name` in the library already loaded under `soname`,
+// wherever it was loaded (also in another library's local scope, dlopen
+// RTLD_LOCAL, where dlsym(RTLD_DEFAULT) does not look), or nullptr; loads
+// nothing. Takes the dynamic linker's lock, as next_symbol does. The
+// address is good only while that library stays loaded.
+void* loaded_library_symbol(const char* soname, const char* name);
+
 // The file name of the library that holds `address` (dladdr), or nullptr.
 const char* library_of(const void* address);
 
