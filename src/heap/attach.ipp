@@ -45,7 +45,10 @@ template <class C>
 long thread_heaps<C>::thread_key() {
   long key = key_.load(std::memory_order_acquire);
   if (key != -1) return key;
-  long k = os::thread_key_create(on_thread_exit);
+  // The last slot: a heap attached by another key's destructor, in any
+  // round, the last one (glibc's 4th) included, is released in that round
+  // (preload.late_free_threads_last_round).
+  long k = os::thread_key_create_last(on_thread_exit);
   if (k == -1) return -1;
   TENON_INJECT_POINT("heap.key");
   if (key_.compare_exchange_strong(key, k, std::memory_order_acq_rel)) return k;

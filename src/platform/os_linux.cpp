@@ -394,6 +394,23 @@ long thread_key_create(void (*destructor)(void*)) {
   return static_cast<long>(key);
 }
 
+long thread_key_create_last(void (*destructor)(void*)) {
+  if (!single_threaded()) return thread_key_create(destructor);
+  // Every free slot taken (no destructor), the last one given back and
+  // taken again as ours (the only free slot then), the rest given back.
+  // glibc hands out the lowest free slot: the last taken is the highest.
+  pthread_key_t taken[PTHREAD_KEYS_MAX];
+  unsigned n = 0;
+  while (n < PTHREAD_KEYS_MAX && pthread_key_create(&taken[n], nullptr) == 0) ++n;
+  long key = -1;
+  if (n > 0) {
+    pthread_key_delete(taken[--n]);
+    key = thread_key_create(destructor);
+  }
+  for (unsigned i = 0; i < n; ++i) pthread_key_delete(taken[i]);
+  return key != -1 ? key : thread_key_create(destructor);
+}
+
 void thread_key_delete(long key) { pthread_key_delete(static_cast<pthread_key_t>(key)); }
 
 bool thread_key_set(long key, void* value) { return pthread_setspecific(static_cast<pthread_key_t>(key), value) == 0; }

@@ -133,6 +133,14 @@ bool write_stream(std::FILE* stream, const char* text);
 // The thread-exit hook: a pthread key whose destructor runs at each thread's
 // exit with the value the thread set. -1 if no key could be created.
 long thread_key_create(void (*destructor)(void*));
+// The same, at the last free key slot where that is safe to find: glibc runs
+// each round of a thread's key destructors in slot order, so a destructor of
+// any key the program makes (at a lower slot) runs before this one in the
+// same round, and what it leaves in this key is seen in that round, the
+// last one included. Only while the process is single-threaded (slots are
+// taken for a moment to find the last: no other thread can be refused a
+// key meanwhile); else, or with no free slot, as thread_key_create.
+long thread_key_create_last(void (*destructor)(void*));
 void thread_key_delete(long key);
 bool thread_key_set(long key, void* value);  // false if the value could not be stored
 // The key kept in cell (-1 until made), created by the first caller. Racing
