@@ -192,12 +192,20 @@ thread_heap<C>* thread_heaps<C>::attach(void* wanted, bool freeing) {
   }
   h->attached_seq = park_seq_.load(std::memory_order_relaxed);
   live_heaps_.fetch_add(1, std::memory_order_relaxed);
-  // Installed before the key's value, whose setting may itself call calloc
-  // (keys past the first 32 need a second-level array): that nested call
-  // finds the heap.
-  t_thread<C>.current = h;
+  // The key's value first, while the thread is still heapless: setting it
+  // may call calloc (glibc's second-level array for a key past the first
+  // 32, as tenon's is: thread_key_create_last). That nested call is served
+  // as after the exit hook, from a borrowed span (exit.ipp): on h, it traded
+  // h away when h was attached on a free (trade_for_parked), and the key then
+  // kept the heap traded away, which the exit hook released again (a crash
+  // in sort_inbox_chain at a Python thread's exit, preload.python_threads).
   long key = thread_key();
-  if (key != -1) os::thread_key_set(key, h);
+  if (key != -1) {
+    t_thread<C>.released = true;
+    os::thread_key_set(key, h);
+    t_thread<C>.released = false;
+  }
+  t_thread<C>.current = h;
   return h;
 }
 

@@ -24,12 +24,18 @@
 #include <string.h>
 #include <unistd.h>
 
-/* A key created after tenon's (whose key is made at the first malloc): its
- * destructor runs after tenon's in the same round, so it allocates and frees
- * in the state the thread-exit hook left. */
+/* A key created after tenon's (whose key is made at the first malloc, in the
+ * last free key slot): glibc runs its destructor before tenon's in the first
+ * round. It sets its value again, so it runs once more in the second round,
+ * after tenon's hook, and allocates and frees in the state that hook left. */
 static pthread_key_t g_late_key;
+static __thread int t_late_calls;
 
 static void late_destructor(void* arg) {
+  if (++t_late_calls == 1) {
+    pthread_setspecific(g_late_key, arg);
+    return;
+  }
   free(arg);                      /* a block of the thread's released heap */
   void* p = malloc(48);           /* allocation after the heap is gone */
   if (p) memset(p, 1, 48);
