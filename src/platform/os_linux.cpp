@@ -417,12 +417,20 @@ bool thread_key_set(long key, void* value) { return pthread_setspecific(static_c
 
 void* next_symbol(const char* name) { return dlsym(RTLD_NEXT, name); }
 
+// dlopen and dlclose found by name, not referenced: a static program that
+// links libtenon-override.a would otherwise take libc.a's dlopen and get the
+// linker's warning for it ("Using 'dlopen' in statically linked
+// applications ..."). There, nothing is found and the answer is nullptr.
 void* loaded_library_symbol(const char* soname, const char* name) {
+  using open_fn = void* (*)(const char*, int);
+  using close_fn = int (*)(void*);
   int saved = errno;
+  auto open_library = reinterpret_cast<open_fn>(dlsym(RTLD_DEFAULT, "dlopen"));
+  auto close_library = reinterpret_cast<close_fn>(dlsym(RTLD_DEFAULT, "dlclose"));
   void* symbol = nullptr;
-  if (void* lib = dlopen(soname, RTLD_LAZY | RTLD_NOLOAD)) {
+  if (void* lib = open_library && close_library ? open_library(soname, RTLD_LAZY | RTLD_NOLOAD) : nullptr) {
     symbol = dlsym(lib, name);
-    dlclose(lib);  // the reference RTLD_NOLOAD took
+    close_library(lib);  // the reference RTLD_NOLOAD took
   }
   errno = saved;
   return symbol;
