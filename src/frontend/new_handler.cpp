@@ -3,10 +3,12 @@
 //
 // libtenon.so does not link libstdc++ (it would add ~0.8 MiB of resident
 // pages to every C program): the two libstdc++ symbols used here are weak
-// references. A C++ program has libstdc++ loaded, so they resolve; a C
-// program never calls operator new. If one does (a C++ library dlopen'ed
-// later), the new_handler cannot be read and failure aborts with a message
-// instead of throwing. No try/catch here (that would need libstdc++'s
+// references. A C++ program has libstdc++ loaded, so they resolve. A C
+// program that dlopens a C++ library (Python and its C++ extension modules)
+// gets libstdc++ after us, maybe in that library's local scope: the weak
+// references stayed null, so a failing operator new finds libstdc++ by its
+// soname then (late_libstdcxx), on that failure only. With no libstdc++
+// loaded at all, failure aborts with a message. No try/catch here (that would need libstdc++'s
 // personality routine): when a nothrow form fails with a new_handler
 // installed (which may throw), it hands the request to the next definition
 // of that form in line, libstdc++'s, which calls our throwing operator new
@@ -39,11 +41,19 @@ const char* const kNextSymbols[kForms] = {"_ZnwmRKSt9nothrow_t", "_ZnamRKSt9noth
                                           "_ZnamSt11align_val_tRKSt9nothrow_t"};
 std::atomic<void*> g_next[kForms];
 
+// libstdc++'s `name` where libstdc++ was loaded after this library (a C
+// program that dlopen'ed a C++ library, RTLD_LOCAL included: dlsym(RTLD_NEXT)
+// does not see it). Looked up on each failure and never kept: that library,
+// and the libstdc++ it brought, may be unloaded and loaded again elsewhere.
+// Takes the dynamic linker's lock, on operator new's failure path only, in
+// a process where the other answer is to abort.
+void* late_libstdcxx(const char* name) { return os::loaded_library_symbol("libstdc++.so.6", name); }
+
 void* next_form(bool aligned, nothrow_form form) {
   int f = (aligned ? 2 : 0) + (form == nothrow_form::array ? 1 : 0);
   void* fn = g_next[f].load(std::memory_order_acquire);
   if (!fn && (fn = os::next_symbol(kNextSymbols[f]))) g_next[f].store(fn, std::memory_order_release);
-  return fn;
+  return fn ? fn : late_libstdcxx(kNextSymbols[f]);
 }
 
 __attribute__((constructor)) void resolve_next_forms_at_load() {
@@ -57,11 +67,16 @@ const std::nothrow_t kNothrow{};
 }  // namespace
 
 std::new_handler current_new_handler() noexcept {
-  return tenon_weak_get_new_handler ? tenon_weak_get_new_handler() : nullptr;
+  if (tenon_weak_get_new_handler) return tenon_weak_get_new_handler();
+  using get_fn = std::new_handler (*)() noexcept;
+  auto get = reinterpret_cast<get_fn>(late_libstdcxx("_ZSt15get_new_handlerv"));
+  return get ? get() : nullptr;
 }
 
 void throw_bad_alloc() {
   if (tenon_weak_throw_bad_alloc) tenon_weak_throw_bad_alloc();
+  using throw_fn = void (*)();
+  if (auto late = reinterpret_cast<throw_fn>(late_libstdcxx("_ZSt17__throw_bad_allocv"))) late();
   fatal_error("operator new failed and libstdc++ is not loaded to throw std::bad_alloc");
 }
 

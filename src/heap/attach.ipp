@@ -45,7 +45,10 @@ template <class C>
 long thread_heaps<C>::thread_key() {
   long key = key_.load(std::memory_order_acquire);
   if (key != -1) return key;
-  long k = os::thread_key_create(on_thread_exit);
+  // Above the program's first keys: a heap attached by their destructors,
+  // in any round, the last one (glibc's 4th) included, is released in that
+  // round (preload.late_free_threads_last_round).
+  long k = os::thread_key_create_above(on_thread_exit, kThreadKeyMinSlot);
   if (k == -1) return -1;
   TENON_INJECT_POINT("heap.key");
   if (key_.compare_exchange_strong(key, k, std::memory_order_acq_rel)) return k;
@@ -189,12 +192,20 @@ thread_heap<C>* thread_heaps<C>::attach(void* wanted, bool freeing) {
   }
   h->attached_seq = park_seq_.load(std::memory_order_relaxed);
   live_heaps_.fetch_add(1, std::memory_order_relaxed);
-  // Installed before the key's value, whose setting may itself call calloc
-  // (keys past the first 32 need a second-level array): that nested call
-  // finds the heap.
-  t_thread<C>.current = h;
+  // The key's value first, while the thread is still heapless: setting it
+  // may call calloc (glibc's second-level array for a key past the first
+  // 32, as tenon's is: kThreadKeyMinSlot). That nested call is served
+  // as after the exit hook, from a borrowed span (exit.ipp): on h, it traded
+  // h away when h was attached on a free (trade_for_parked), and the key then
+  // kept the heap traded away, which the exit hook released again (a crash
+  // in sort_inbox_chain at a Python thread's exit, preload.python_threads).
   long key = thread_key();
-  if (key != -1) os::thread_key_set(key, h);
+  if (key != -1) {
+    t_thread<C>.released = true;
+    os::thread_key_set(key, h);
+    t_thread<C>.released = false;
+  }
+  t_thread<C>.current = h;
   return h;
 }
 

@@ -31,19 +31,23 @@ std::atomic<std::uint32_t>& live_guards() {
 }
 
 // The pages before and after the block made inaccessible, if the budget
-// allows (both, or neither: a refused mprotect opens the other again).
+// allows (both, or neither: a refused mprotect opens the other again). If
+// the kernel refuses that opening too (RLIMIT_DATA, the share the closed
+// page lent taken meanwhile), the block counts as guarded: its free opens
+// both pages, or keeps the run for good (unguard), so that no block is ever
+// carved over the closed page (until 2026-11-27 the run went back to the
+// arena with it: preload.protect_refused).
 template <class C>
 void guard_block(span* s, char* p) {
   s->guarded = false;
   std::size_t page = C::platform::page_size();
   if (live_guards<C>().fetch_add(1, std::memory_order_relaxed) < kMaxLargeGuards) {
     if (C::platform::protect(p - page, page, false)) {
-      if (C::platform::protect(p + s->large_usable, page, false)) {
+      if (C::platform::protect(p + s->large_usable, page, false) || !C::platform::protect(p - page, page, true)) {
         s->guarded = true;
         C::platform::owe_reopening(static_cast<std::ptrdiff_t>(2 * page));
         return;
       }
-      C::platform::protect(p - page, page, true);
     }
   }
   live_guards<C>().fetch_sub(1, std::memory_order_relaxed);

@@ -394,11 +394,52 @@ long thread_key_create(void (*destructor)(void*)) {
   return static_cast<long>(key);
 }
 
+long thread_key_create_above(void (*destructor)(void*), unsigned min_slot) {
+  if (!single_threaded() || min_slot > PTHREAD_KEYS_MAX) return thread_key_create(destructor);
+  // The free slots below min_slot filled with keys of no destructor (glibc
+  // hands out the lowest free slot: each create scans from slot 0, so the
+  // cost grows with the square of min_slot, not of PTHREAD_KEYS_MAX: taking
+  // all 1,024 slots to find the last cost 4.8 M instructions at every
+  // process's start), ours made, the fillers given back.
+  pthread_key_t taken[PTHREAD_KEYS_MAX];
+  unsigned n = 0;
+  pthread_key_t k;
+  while (n < min_slot && pthread_key_create(&k, nullptr) == 0) {
+    if (k >= min_slot) {
+      pthread_key_delete(k);  // free, and every slot below it is taken: ours next
+      break;
+    }
+    taken[n++] = k;
+  }
+  long key = thread_key_create(destructor);
+  for (unsigned i = 0; i < n; ++i) pthread_key_delete(taken[i]);
+  return key;
+}
+
 void thread_key_delete(long key) { pthread_key_delete(static_cast<pthread_key_t>(key)); }
 
 bool thread_key_set(long key, void* value) { return pthread_setspecific(static_cast<pthread_key_t>(key), value) == 0; }
 
 void* next_symbol(const char* name) { return dlsym(RTLD_NEXT, name); }
+
+// dlopen and dlclose found by name, not referenced: a static program that
+// links libtenon-override.a would otherwise take libc.a's dlopen and get the
+// linker's warning for it ("Using 'dlopen' in statically linked
+// applications ..."). There, nothing is found and the answer is nullptr.
+void* loaded_library_symbol(const char* soname, const char* name) {
+  using open_fn = void* (*)(const char*, int);
+  using close_fn = int (*)(void*);
+  int saved = errno;
+  auto open_library = reinterpret_cast<open_fn>(dlsym(RTLD_DEFAULT, "dlopen"));
+  auto close_library = reinterpret_cast<close_fn>(dlsym(RTLD_DEFAULT, "dlclose"));
+  void* symbol = nullptr;
+  if (void* lib = open_library && close_library ? open_library(soname, RTLD_LAZY | RTLD_NOLOAD) : nullptr) {
+    symbol = dlsym(lib, name);
+    close_library(lib);  // the reference RTLD_NOLOAD took
+  }
+  errno = saved;
+  return symbol;
+}
 
 const char* library_of(const void* address) {
   Dl_info info;

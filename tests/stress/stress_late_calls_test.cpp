@@ -29,10 +29,12 @@ Failures g_failures;
 constexpr std::size_t kSlots = 256;
 std::atomic<void*> g_slots[kSlots];
 
-// A key made after tenon's (the test makes it after its first tenon call),
-// so its destructor runs after tenon's hook in the same round. It sets its
-// value again, so glibc runs it in every destructor round (4): a heap
-// attached in the last round would never be released. The sanitizers tear
+// A key made after tenon's (the test makes it after its first tenon call).
+// tenon's key takes the last free slot when made single-threaded, so this
+// one's destructor runs before tenon's hook in each round; else after it.
+// It sets its value again, so glibc runs it in every destructor round (4),
+// after the hook from the second on: a heap attached in the last round
+// would never be released. The sanitizers tear
 // their own thread state down in that last round (their key destructor
 // re-arms itself the same way), so under them the hook stops one round
 // earlier: it still runs every heapless path, only the leak check is the

@@ -140,6 +140,15 @@ constexpr unsigned kAdoptPerGrowth = 8;
 constexpr unsigned kSweepEvery = 64;
 constexpr unsigned kSweepPerClass = 16;
 
+// tenon's thread-exit key takes a slot at least this high, so that the
+// destructors of the program's first keys (below it) run before tenon's in
+// every round, and a heap one of them attaches in glibc's last round is
+// still released. Finding such a slot creates and deletes up to this many
+// keys, once, at a cost that grows with its square (64: about 20 thousand
+// instructions; the last slot, 1,023, took 4.8 million at every process's
+// start).
+constexpr unsigned kThreadKeyMinSlot = 64;
+
 // A heap parked at its thread's exit waits this long for a new thread to
 // take it over before a heap about to form a span may give it up (and
 // absorb its spans). Giving up any parked heap at once broke the hand-over:

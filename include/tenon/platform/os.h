@@ -133,6 +133,15 @@ bool write_stream(std::FILE* stream, const char* text);
 // The thread-exit hook: a pthread key whose destructor runs at each thread's
 // exit with the value the thread set. -1 if no key could be created.
 long thread_key_create(void (*destructor)(void*));
+// The same, at a slot of at least min_slot where that is safe to find:
+// glibc runs each round of a thread's key destructors in slot order, so a
+// destructor of any key the program makes at a lower slot (its first
+// min_slot keys: the lowest free slot is handed out) runs before this one
+// in the same round, and what it leaves in this key is seen in that round,
+// the last one included. Only while the process is single-threaded (the
+// lower slots are taken for a moment: no other thread can be refused a key
+// meanwhile); else, or with no free slot there, as thread_key_create.
+long thread_key_create_above(void (*destructor)(void*), unsigned min_slot);
 void thread_key_delete(long key);
 bool thread_key_set(long key, void* value);  // false if the value could not be stored
 // The key kept in cell (-1 until made), created by the first caller. Racing
@@ -158,6 +167,13 @@ int process_id();
 // order (dlsym(RTLD_NEXT)), or nullptr. Takes the dynamic linker's lock:
 // call it at load time (a constructor) or on a path that may wait.
 void* next_symbol(const char* name);
+
+// The definition of `name` in the library already loaded under `soname`,
+// wherever it was loaded (also in another library's local scope, dlopen
+// RTLD_LOCAL, where dlsym(RTLD_DEFAULT) does not look), or nullptr; loads
+// nothing. Takes the dynamic linker's lock, as next_symbol does. The
+// address is good only while that library stays loaded.
+void* loaded_library_symbol(const char* soname, const char* name);
 
 // The file name of the library that holds `address` (dladdr), or nullptr.
 const char* library_of(const void* address);
