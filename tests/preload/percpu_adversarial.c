@@ -7,8 +7,8 @@
 //   migrate      threads moved between the CPUs (sched_setaffinity) while
 //                they allocate, free and hand blocks to each other
 //   crowd        64 threads on the machine's CPUs, blocks freed by others
-//   fork         fork from a busy process; the child allocates and frees
-//                (and forks again) while the parent's threads go on
+//   fork         fork from a busy process (one thread trims in a loop); the
+//                child allocates, frees, trims and forks again
 //   trim         malloc_trim in a loop while every CPU allocates
 //   exits        threads that exit with blocks cached on their CPU, freed
 //                by threads that come after them
@@ -242,7 +242,7 @@ static int case_fork(void) {
   struct work w[N];
   for (int i = 0; i < N; ++i) {
     w[i] = (struct work){(unsigned)i, 1, 5000};
-    pthread_create(&t[i], NULL, busy, &w[i]);
+    pthread_create(&t[i], NULL, i == 0 ? trimmer : busy, &w[i]);  // forks cut trims too
   }
   for (unsigned f = 0; f < 6 * g_scale; ++f) {
     usleep(2000);

@@ -178,6 +178,41 @@ TEST(PercpuChecksDeathTest, RemoteFreeThenCachedFree) {
       testing::KilledBySignal(SIGABRT), kDoubleFree);
 }
 
+// The same with the owner's own second free: its free goes onto its CPU's
+// stack too (the thread heaps never see it), and its exit sorts the inbox
+// that holds the first.
+TEST(PercpuChecksDeathTest, RemoteFreeThenOwnersCachedFree) {
+  SKIP_UNLESS_CACHED();
+  EXPECT_EXIT(
+      {
+        int cpu = nth_allowed_cpu(0);
+        if (!pin_to(cpu)) std::abort();
+        std::atomic<void*> block{nullptr};
+        std::atomic<int> go{0};
+        std::thread owner([&] {
+          if (!pin_to(cpu)) std::abort();
+          void* p = tenon::default_allocator::alloc(64);
+          void* keep = tenon::default_allocator::alloc(64);
+          (void)keep;
+          block.store(p);
+          while (go.load() == 0) std::this_thread::yield();
+          (void)C::alloc(64);  // one slot free in this CPU's stack
+          C::dealloc(p);       // the second free, by the owner, on the stack
+        });
+        while (block.load() == nullptr) std::this_thread::yield();
+        void* p = block.load();
+        std::vector<void*> v(1100);
+        for (auto& b : v) b = C::alloc(64);
+        for (void* b : v) C::dealloc(b);  // the stack full
+        std::thread([p] { C::dealloc(p); }).join();  // to the heaps: the owner's inbox
+        go.store(1);
+        owner.join();
+        std::fprintf(stderr, "not reported\n");
+        std::_Exit(0);
+      },
+      testing::KilledBySignal(SIGABRT), kDoubleFree);
+}
+
 // Interior pointers of blocks the stacks hold, and an aligned pointer 8
 // bytes in (delete of a new[]'d array with destructors).
 TEST(PercpuChecksDeathTest, InteriorPointers) {
