@@ -117,7 +117,24 @@ static _Atomic(void*) g_box[MAILBOX];
 static void take_and_free(void* old) {
   size_t on;
   memcpy(&on, old, sizeof on);
-  if (on < 16 || on > 1 << 20 || !intact_as(old, old, on, 8, on)) fail("posted block's pattern changed", old, on);
+  if (on < 16 || on > 1 << 20 || !intact_as(old, old, on, 8, on)) {
+    fail("posted block's pattern changed", old, on);
+    return;
+  }
+  // Every other one resized first by this thread (not its owner's): to
+  // another class, moved or kept in place, its contents kept.
+  if (on & 1) {
+    size_t m = on < 600 ? on + 500 : on - 500;
+    void* q = realloc(old, m);
+    if (!q) {
+      fail("realloc of another thread's block returned null", old, m);
+      return;
+    }
+    size_t keep = on < m ? on : m;
+    if (!intact_as(q, old, on, 8, keep)) fail("realloc of another thread's block lost its contents", q, keep);
+    if (malloc_usable_size(q) < m) fail("malloc_usable_size below the realloc's size", q, m);
+    old = q;
+  }
   free(old);
 }
 
