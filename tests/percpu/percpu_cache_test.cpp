@@ -80,22 +80,53 @@ bool fallback_expected() {
   return t != nullptr && std::strstr(t, "glibc.pthread.rseq=0") != nullptr;
 }
 
-unsigned cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-  return static_cast<unsigned>(CPU_COUNT(&set));
-}
-
-using tenon_test::nth_allowed_cpu;
 using tenon_test::pin_to;
 
+// The mask the process started with (read before any test runs). The tests
+// pin threads to CPUs; every test's thread gets this mask back when the test
+// ends (the listener below), so that a later test in the same process is not
+// left on one CPU. (Before 2026-11-27 unpin() set the CPUs allowed at the
+// time, which for a pinned thread is the one it was pinned to.)
+cpu_set_t original_mask() {
+  static const cpu_set_t mask = [] {
+    cpu_set_t m;
+    CPU_ZERO(&m);
+    if (sched_getaffinity(0, sizeof m, &m) != 0)
+      for (int c = 0; c < CPU_SETSIZE; ++c) CPU_SET(c, &m);
+    return m;
+  }();
+  return mask;
+}
+
+// The CPUs of that mask: counted and named from it, not from the calling
+// thread's mask, which a pin has narrowed to one CPU (before 2026-11-27 the
+// workers of MigrationBetweenCpus asked their own mask after their first
+// pin, got -1 for "the second CPU", and never moved; TrimDrainsEveryCpu
+// filled one CPU's stacks).
+unsigned cpus() {
+  cpu_set_t m = original_mask();
+  return static_cast<unsigned>(CPU_COUNT(&m));
+}
+int nth_allowed_cpu(unsigned n) {
+  cpu_set_t m = original_mask();
+  for (int c = 0, seen = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &m) && static_cast<unsigned>(seen++) == n) return c;
+  return -1;
+}
+
 void unpin() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (unsigned i = 0; i < cpus(); ++i) CPU_SET(nth_allowed_cpu(i), &set);
+  cpu_set_t set = original_mask();
   sched_setaffinity(0, sizeof set, &set);
 }
+
+struct restore_affinity : testing::EmptyTestEventListener {
+  void OnTestEnd(const testing::TestInfo&) override { unpin(); }
+};
+const bool g_affinity_restored = [] {
+  original_mask();
+  testing::UnitTest::GetInstance()->listeners().Append(new restore_affinity);
+  return true;
+}();
 
 std::size_t size_for(std::uint64_t r) {
   switch (r % 8) {
@@ -293,14 +324,15 @@ TEST(Percpu, MigrationBetweenCpus) {
   if (cpus() < 2) GTEST_SKIP() << "one CPU: nothing to migrate between";
   const unsigned threads = 4;
   const std::size_t iters = tenon_test::scaled(400000);
-  std::atomic<unsigned> bad{0};
+  std::atomic<unsigned> bad{0}, failed_pins{0};
   std::vector<std::thread> ts;
   for (unsigned t = 0; t < threads; ++t)
     ts.emplace_back([&, t] {
       std::uint64_t r = tenon_test::mix(100 + t);
       live_blocks live{bad};
       for (std::size_t i = 0; i < iters; ++i) {
-        if (i % 97 == 0) pin_to(nth_allowed_cpu(static_cast<unsigned>((i / 97 + t) % 2)));
+        if (i % 97 == 0 && !pin_to(nth_allowed_cpu(static_cast<unsigned>((i / 97 + t) % 2))))
+          failed_pins.fetch_add(1);
         r = tenon_test::mix(r);
         live.step(r, 64, size_for);
       }
@@ -309,6 +341,7 @@ TEST(Percpu, MigrationBetweenCpus) {
   for (auto& th : ts) th.join();
   unpin();
   EXPECT_EQ(bad.load(), 0u);
+  EXPECT_EQ(failed_pins.load(), 0u) << "a thread was not moved: the test did not migrate it";
 }
 
 // Signals aimed at a thread while it allocates and frees: a signal that
@@ -452,6 +485,14 @@ TEST(Percpu, TrimDrainsEveryCpu) {
   EXPECT_EQ(bad.load(), 0u);
   C::trim(0);
   EXPECT_EQ(C::cached_blocks(), 0u);
+}
+
+// Runs last in this file: the tests before it pinned the main thread to one
+// CPU, and the listener gave it back the process's mask after each.
+TEST(Percpu, AffinityIsRestoredAfterEachTest) {
+  cpu_set_t now, orig = original_mask();
+  ASSERT_EQ(sched_getaffinity(0, sizeof now, &now), 0);
+  EXPECT_TRUE(CPU_EQUAL(&now, &orig)) << CPU_COUNT(&now) << " CPUs allowed, " << CPU_COUNT(&orig) << " at the start";
 }
 
 }  // namespace

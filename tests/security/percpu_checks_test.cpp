@@ -14,6 +14,7 @@
 #include <tenon/layer.hpp>
 #include <tenon/percpu/percpu_cache.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -128,6 +129,86 @@ TEST(PercpuChecksDeathTest, DoubleFreeOfABlockOnTheSpansList) {
         (void)keep;
         for (int i = 0; i < 8; ++i) (void)C::alloc(64);  // room in the stack again
         C::dealloc(p);
+      },
+      testing::KilledBySignal(SIGABRT), kDoubleFree);
+}
+
+// The first free went to the heaps from a thread that does not own the
+// block (its CPU's stack was full: an outbox, then the owner's inbox, holds
+// it, its second word no key but the batch's), the second lands in a CPU's
+// stack. Nothing at the second free can tell (issue 11); the owner's sort
+// of its inbox finds the key the stack's push stored, and must look through
+// the stacks as well as its own lists (it found nothing before 2026-11-27:
+// the block went on the span's free list while it also waited in the stack,
+// and two mallocs handed it out).
+TEST(PercpuChecksDeathTest, RemoteFreeThenCachedFree) {
+  SKIP_UNLESS_CACHED();
+  EXPECT_EXIT(
+      {
+        int cpu = nth_allowed_cpu(0);
+        if (!pin_to(cpu)) std::abort();
+        std::atomic<void*> block{nullptr};
+        std::atomic<int> go{0};
+        // The owner: its heap hands out p, and it sorts its inbox as it exits.
+        std::thread owner([&] {
+          void* p = tenon::default_allocator::alloc(64);
+          void* keep = tenon::default_allocator::alloc(64);  // p's span stays the owner's
+          (void)keep;
+          block.store(p);
+          while (go.load() == 0) std::this_thread::yield();
+        });
+        while (block.load() == nullptr) std::this_thread::yield();
+        void* p = block.load();
+        // This CPU's stack of 64-byte blocks full.
+        std::vector<void*> v(1100);
+        for (auto& b : v) b = C::alloc(64);
+        for (void* b : v) C::dealloc(b);
+        std::thread([p, cpu] {
+          if (!pin_to(cpu)) std::abort();
+          C::dealloc(p);  // the stack full: to the heaps, a remote free (delivered as the thread exits)
+        }).join();
+        void* room = C::alloc(64);  // one slot free again
+        (void)room;
+        C::dealloc(p);  // the second free: on this CPU's stack
+        go.store(1);
+        owner.join();  // the owner's exit sorts its inbox: p holds the key
+        std::fprintf(stderr, "not reported\n");
+        std::_Exit(0);
+      },
+      testing::KilledBySignal(SIGABRT), kDoubleFree);
+}
+
+// The same with the owner's own second free: its free goes onto its CPU's
+// stack too (the thread heaps never see it), and its exit sorts the inbox
+// that holds the first.
+TEST(PercpuChecksDeathTest, RemoteFreeThenOwnersCachedFree) {
+  SKIP_UNLESS_CACHED();
+  EXPECT_EXIT(
+      {
+        int cpu = nth_allowed_cpu(0);
+        if (!pin_to(cpu)) std::abort();
+        std::atomic<void*> block{nullptr};
+        std::atomic<int> go{0};
+        std::thread owner([&] {
+          if (!pin_to(cpu)) std::abort();
+          void* p = tenon::default_allocator::alloc(64);
+          void* keep = tenon::default_allocator::alloc(64);
+          (void)keep;
+          block.store(p);
+          while (go.load() == 0) std::this_thread::yield();
+          (void)C::alloc(64);  // one slot free in this CPU's stack
+          C::dealloc(p);       // the second free, by the owner, on the stack
+        });
+        while (block.load() == nullptr) std::this_thread::yield();
+        void* p = block.load();
+        std::vector<void*> v(1100);
+        for (auto& b : v) b = C::alloc(64);
+        for (void* b : v) C::dealloc(b);  // the stack full
+        std::thread([p] { C::dealloc(p); }).join();  // to the heaps: the owner's inbox
+        go.store(1);
+        owner.join();
+        std::fprintf(stderr, "not reported\n");
+        std::_Exit(0);
       },
       testing::KilledBySignal(SIGABRT), kDoubleFree);
 }

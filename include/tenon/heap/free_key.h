@@ -34,6 +34,40 @@ __attribute__((always_inline)) inline std::uint64_t free_key() { return g_free_k
 using alias_word = std::uint64_t __attribute__((may_alias));
 __attribute__((always_inline)) inline alias_word& second_word(block* b) { return reinterpret_cast<alias_word*>(b)[1]; }
 
+// Where else a freed small block may wait, keyed, beyond its owner's lists:
+// the per-CPU layer's stacks (percpu_cache registers its look through them
+// as it makes its first region). The owner's free that found the key and
+// not the block on its lists asks these before it takes the block for a
+// live one (free_keyed, check_realloc_own in heap.h): a block whose first
+// free went to the owner's inbox from another thread, and whose second went
+// onto a CPU's stack, is found there when the owner sorts its inbox (issue
+// 11). Read only on those cold paths; a slot, once set, never changes.
+using freed_elsewhere_fn = bool (*)(unsigned cls, const void* p);
+inline constexpr unsigned kFreedElsewhereSlots = 4;
+__attribute__((visibility("hidden"))) inline constinit std::atomic<freed_elsewhere_fn>
+    g_freed_elsewhere[kFreedElsewhereSlots]{};
+
+// Registers f once (a full table: f is not asked, a check missed, nothing worse).
+inline void register_freed_elsewhere(freed_elsewhere_fn f) {
+  for (auto& slot : g_freed_elsewhere) {
+    freed_elsewhere_fn cur = slot.load(std::memory_order_acquire);
+    if (cur == f) return;
+    if (cur == nullptr) {
+      if (slot.compare_exchange_strong(cur, f, std::memory_order_acq_rel)) return;
+      if (cur == f) return;
+    }
+  }
+}
+
+inline bool freed_elsewhere(unsigned cls, const void* p) {
+  for (auto& slot : g_freed_elsewhere) {
+    freed_elsewhere_fn f = slot.load(std::memory_order_acquire);
+    if (f == nullptr) return false;
+    if (f(cls, p)) return true;
+  }
+  return false;
+}
+
 // Draws the key once (never 0: a fresh block's zero second word must not
 // look freed). The first thread to store it wins; the others use its key.
 inline void ensure_free_key() {

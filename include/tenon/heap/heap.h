@@ -196,7 +196,7 @@ void check_realloc_own(thread_heap<C>* h, span* s, void* p) {
   if (!s->starts_carved_block(p))
     report_misuse("realloc", p, "invalid pointer (not the start of a block)", s->block_size);
   auto* b = static_cast<block*>(p);
-  if (second_word(b) == free_key() && freed_already(h, s, b))
+  if (second_word(b) == free_key() && (freed_already(h, s, b) || freed_elsewhere(s->cls, b)))
     report_misuse("realloc", p, "double free", s->block_size);
 }
 
@@ -205,7 +205,11 @@ void check_realloc_own(thread_heap<C>* h, span* s, void* p) {
 // (10 instructions).
 template <class C>
 [[gnu::cold, gnu::noinline]] void free_keyed(thread_heaps<C>& home, thread_heap<C>* h, span* s, block* b) {
-  if (freed_already(h, s, b)) report_misuse("free", b, "double free", s->block_size);
+  // Not on the owner's lists: it may wait in a CPU's stack (free_key.h,
+  // freed_elsewhere), its first free having reached this heap from another
+  // thread (this is then the sort of the inbox).
+  if (freed_already(h, s, b) || freed_elsewhere(s->cls, b))
+    report_misuse("free", b, "double free", s->block_size);
   push_local_free<C>(home, h, s, b, free_key());
 }
 

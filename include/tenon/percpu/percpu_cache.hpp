@@ -24,7 +24,12 @@
 // finds the key looks through every CPU's stack of the class before it
 // reports (free_keyed). Not found there, the block goes to Inner, whose own
 // walk of the span's lists decides (a block freed through Inner holds the
-// key too; a live block whose data equals the key is freed as usual).
+// key too; a live block whose data equals the key is freed as usual). The
+// other way round, a block whose first free went to Inner from a thread
+// that does not own it (an outbox or inbox holds it, unkeyed) is pushed by
+// its second free; the owner's sort then finds the key, and asks these
+// stacks through the hook this layer registers (freed_elsewhere, free_key.h)
+// before it reports: caught unless a malloc here popped the block first.
 //
 // Cached blocks stay allocated as far as Inner knows. trim() (malloc_trim)
 // gives them back from every CPU: it stops each CPU's region (its table
@@ -272,6 +277,9 @@ struct percpu_cache : pass_through<Inner> {
         header(r).end[c] = percpu::kLayout.end[c];
       }
       s_regions[cpu].store(r, std::memory_order_release);
+      // The thread heaps' free that finds the key, and not the block on its
+      // owner's lists, looks through these stacks too (free_key.h).
+      register_freed_elsewhere(&in_a_stack);
     }
     unsigned limit = s_cpu_limit.load(std::memory_order_relaxed);
     while (limit < unsigned(cpu) + 1 &&
@@ -332,8 +340,14 @@ struct percpu_cache : pass_through<Inner> {
     // A process that never had a second thread has nobody in a sequence;
     // otherwise every running sequence must restart (and then fail on the
     // null entry) before the stacks are read. Without membarrier the
-    // stacks stay as they are.
-    bool fenced = os::single_threaded() || (restarts_work() && os::restart_sequences() == 0);
+    // stacks stay as they are. So too where a thread may have pretended to
+    // be on CPU 0 (TENON_TEST_PERCPU_WITHOUT_RSEQ without rseq): it runs its
+    // sequences with nothing to restart them, so membarrier does not stop
+    // it, and once the process has a second thread the trim could drain
+    // CPU 0's region under it (before 2026-11-27: a block handed out and
+    // given to Inner at once, preload.percpu.pretend_trim).
+    bool pretending = s_pretend.load(std::memory_order_relaxed) == 1;
+    bool fenced = os::single_threaded() || (!pretending && restarts_work() && os::restart_sequences() == 0);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     bool drained = false;
     for (unsigned c = 0; c < limit; ++c) {
