@@ -23,10 +23,11 @@ namespace front_detail {
 // zeroed block does not pay for all of it (memset of 32 MiB: about 8 ms; drop
 // and touch one page: 11 us), which is what glibc makes it pay at that size
 // (see kCallocDropMin). A big block whose last user wrote (nearly) every page
-// is cleared in place: a page fault costs 12-30x the memset of its page, and a
-// program that calloc's what it freed after writing it all is likely to write
-// it all again. The probe of its first pages (one mincore) keeps the sparse
-// case at one system call more; only a block that passes it is counted whole.
+// is cleared in place: a page fault costs many times the memset of its page
+// (architecture.md, layer 7), and a program that calloc's what it freed after
+// writing it all is likely to write it all again. The probe of its first pages
+// (one mincore) keeps the sparse case at one system call more; only a block
+// that passes it is counted whole.
 // Big blocks are huge ones: page-aligned, usable up to the page-rounded size.
 template <class Platform>
 void clear_reused(void* p, std::size_t n) {

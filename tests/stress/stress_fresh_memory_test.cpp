@@ -202,8 +202,7 @@ TEST(FreshMemory, PopulateWithHugePages) {
 // calloc of a reused huge block from 32 MiB (kCallocDropMin): a block whose
 // pages the last user wrote (nearly) all is cleared in place and stays
 // resident, so a caller that writes it all takes no page fault per page (the
-// size-sweep row: dropping and refaulting 32 MiB to 1 GiB cost about ten
-// times the memset here); a sparsely written one still has its pages
+// size-sweep and op-size rows); a sparsely written one still has its pages
 // dropped, so a caller that touches one byte does not pay for the rest.
 TEST(FreshMemory, CallocClearsADenseReusedHugeBlockAndDropsASparseOne) {
   if (!rss_is_meaningful() || !untouched_is_visible()) GTEST_SKIP() << "residency is not visible here";
