@@ -17,18 +17,27 @@ namespace tenon {
 
 namespace front_detail {
 
-// Zero a reused block for calloc. A big one gets its pages dropped instead of
-// cleared: the kernel gives back zero pages as the program touches them, so a
-// program that uses little of a big zeroed block does not pay for all of it
-// (memset of 32 MiB: about 8 ms; drop and touch one page: 11 us). A program
-// that touches every page pays a page fault for each instead of the memset,
-// which is what glibc makes it pay at that size (see kCallocDropMin).
+// Zero a reused block for calloc. A big one whose pages are not (nearly) all
+// resident gets them dropped instead of cleared: the kernel gives back zero
+// pages as the program touches them, so a program that uses little of a big
+// zeroed block does not pay for all of it (memset of 32 MiB: about 8 ms; drop
+// and touch one page: 11 us), which is what glibc makes it pay at that size
+// (see kCallocDropMin). A big block whose last user wrote (nearly) every page
+// is cleared in place: a page fault costs many times the memset of its page
+// (architecture.md, layer 7), and a program that calloc's what it freed after
+// writing it all is likely to write it all again. The probe of its first pages
+// (one mincore) keeps the sparse case at one system call more; only a block
+// that passes it is counted whole.
 // Big blocks are huge ones: page-aligned, usable up to the page-rounded size.
 template <class Platform>
 void clear_reused(void* p, std::size_t n) {
   if (n >= kCallocDropMin) {
     std::size_t page = Platform::page_size();
-    if (Platform::purge(p, (n + page - 1) & ~(page - 1))) return;
+    std::size_t len = (n + page - 1) & ~(page - 1);
+    std::size_t probe = kCallocProbePages * page;
+    bool dense = Platform::resident_bytes(p, probe) == probe &&
+                 Platform::resident_bytes(p, len) >= len - len / kCallocDenseShare;
+    if (!dense && Platform::purge(p, len)) return;
   }
   memset(p, 0, n);
 }

@@ -198,3 +198,33 @@ TEST(FreshMemory, PopulateWithHugePages) {
 }
 
 }  // namespace
+
+// calloc of a reused huge block from 32 MiB (kCallocDropMin): a block whose
+// pages the last user wrote (nearly) all is cleared in place and stays
+// resident, so a caller that writes it all takes no page fault per page (the
+// size-sweep and op-size rows); a sparsely written one still has its pages
+// dropped, so a caller that touches one byte does not pay for the rest.
+TEST(FreshMemory, CallocClearsADenseReusedHugeBlockAndDropsASparseOne) {
+  if (!rss_is_meaningful() || !untouched_is_visible()) GTEST_SKIP() << "residency is not visible here";
+  const std::size_t size = 40 * MiB;
+  auto* p = static_cast<unsigned char*>(tenon_malloc(size));
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 0x5a, size);
+  tenon_free(p);
+  auto* q = static_cast<unsigned char*>(tenon_calloc(1, size));
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q, p) << "the cached block was not reused";
+  EXPECT_GE(resident_in(q, size), size - size / 8) << "a dense reused block was dropped";
+  for (std::size_t i = 0; i < size; i += 512) ASSERT_EQ(q[i], 0) << i;
+  EXPECT_EQ(q[size - 1], 0);
+  // Now sparse: the block's pages dropped by its user, then one in 64 written.
+  ASSERT_EQ(madvise(q, size, MADV_DONTNEED), 0);
+  for (std::size_t i = 0; i < size; i += 64 * page()) q[i] = 0x5a;
+  tenon_free(q);
+  auto* r = static_cast<unsigned char*>(tenon_calloc(1, size));
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r, p) << "the cached block was not reused";
+  EXPECT_LT(resident_in(r, size), size / 8) << "a sparse reused block was cleared in place";
+  for (std::size_t i = 0; i < size; i += 4096) ASSERT_EQ(r[i], 0) << i;
+  tenon_free(r);
+}

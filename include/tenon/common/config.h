@@ -114,6 +114,12 @@ constexpr std::size_t kHugeCacheMaxTotal = 256u << 20;
 // request and maps fresh pages (DEFAULT_MMAP_THRESHOLD_MAX), so on both
 // sides tenon does the work glibc does (see architecture.md, huge blocks).
 constexpr std::size_t kCallocDropMin = std::size_t{32} << 20;
+// ... unless the block is resident: its first kCallocProbePages pages all, and
+// all but 1/kCallocDenseShare of the whole (mincore). Such a block was written
+// by its last user and is cleared with memset, which costs a fraction of the
+// page faults that dropping it would bring a caller that writes it again.
+constexpr std::size_t kCallocProbePages = 16;
+constexpr std::size_t kCallocDenseShare = 8;
 
 // A cached huge block reused for a request at least kHugeSplitMin smaller
 // than its capacity, while no other block is cached, has the excess split
