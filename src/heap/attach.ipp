@@ -194,11 +194,14 @@ thread_heap<C>* thread_heaps<C>::attach(void* wanted, bool freeing) {
   live_heaps_.fetch_add(1, std::memory_order_relaxed);
   // The key's value first, while the thread is still heapless: setting it
   // may call calloc (glibc's second-level array for a key past the first
-  // 32, as tenon's is: kThreadKeyMinSlot). That nested call is served
-  // as after the exit hook, from a borrowed span (exit.ipp): on h, it traded
-  // h away when h was attached on a free (trade_for_parked), and the key then
-  // kept the heap traded away, which the exit hook released again (a crash
-  // in sort_inbox_chain at a Python thread's exit, preload.python_threads).
+  // 32: tenon's is the 32nd, kThreadKeyMinSlot, unless the program had taken
+  // that many before it was made). That nested call is served as after the
+  // exit hook, from a borrowed span (exit.ipp): on h, it traded h away when
+  // h was attached on a free (trade_for_parked), and the key then kept the
+  // heap traded away, which the exit hook released again (a crash in
+  // sort_inbox_chain at a Python thread's exit, preload.python_threads,
+  // with the key at slot 1,023). If that calloc fails, the key holds
+  // nothing and the heap is never released (architecture.md, known limits).
   long key = thread_key();
   if (key != -1) {
     t_thread<C>.released = true;

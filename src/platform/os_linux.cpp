@@ -350,8 +350,14 @@ void* reserve_inaccessible(std::size_t size) {
   return p == MAP_FAILED ? nullptr : p;
 }
 
+// errno kept: a refusal is tenon's to handle (a guard page not closed), and
+// the call that made it may still succeed (a large block handed out
+// unguarded said ENOMEM until 2026-11-27: preload.protect_refused).
 bool protect(void* p, std::size_t size, bool accessible) {
-  return mprotect(p, size, accessible ? PROT_READ | PROT_WRITE : PROT_NONE) == 0;
+  int saved = errno;
+  bool done = mprotect(p, size, accessible ? PROT_READ | PROT_WRITE : PROT_NONE) == 0;
+  errno = saved;
+  return done;
 }
 
 bool is_mapped(const void* p) {

@@ -146,14 +146,17 @@ constexpr unsigned kAdoptPerGrowth = 8;
 constexpr unsigned kSweepEvery = 64;
 constexpr unsigned kSweepPerClass = 16;
 
-// tenon's thread-exit key takes a slot at least this high, so that the
-// destructors of the program's first keys (below it) run before tenon's in
-// every round, and a heap one of them attaches in glibc's last round is
-// still released. Finding such a slot creates and deletes up to this many
-// keys, once, at a cost that grows with its square (64: about 20 thousand
-// instructions; the last slot, 1,023, took 4.8 million at every process's
-// start).
-constexpr unsigned kThreadKeyMinSlot = 64;
+// tenon's thread-exit key takes this slot (or the lowest free one above),
+// so that the destructors of the program's first keys (below it) run before
+// tenon's in every round, and a heap one of them attaches in glibc's last
+// round is still released. 31 is the last slot of the block glibc keeps in
+// each thread: a key past it needs a second-level array, a calloc at each
+// thread's first pthread_setspecific, which can fail (at 64, under memory
+// pressure, the key then held nothing and the thread's heap stayed attached
+// for good: preload.thread_key_under_limit). Finding the slot creates and
+// deletes up to 31 keys, once (about 5 thousand instructions; the last slot,
+// 1,023, took 4.8 million at every process's start).
+constexpr unsigned kThreadKeyMinSlot = 31;
 
 // A heap parked at its thread's exit waits this long for a new thread to
 // take it over before a heap about to form a span may give it up (and

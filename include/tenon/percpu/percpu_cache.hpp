@@ -236,6 +236,9 @@ struct percpu_cache : pass_through<Inner> {
   // never unmapped.
   static bool in_a_stack(unsigned cls, const void* p) noexcept {
     if constexpr (!TENON_PERCPU_RSEQ) return false;  // no region is ever made
+    // Classes past the cached ones have no stack (the thread heaps ask for
+    // any class: freed_elsewhere).
+    if (cls >= percpu::kCachedClasses) return false;
     unsigned limit = s_cpu_limit.load(std::memory_order_acquire);
     for (unsigned c = 0; c < limit; ++c) {
       char* r = s_regions[c].load(std::memory_order_acquire);
