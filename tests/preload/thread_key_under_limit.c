@@ -14,27 +14,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-static long stat_value(const char* name) {
-  void (*print)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "tenon_stats_print");
-  if (!print) { fprintf(stderr, "no tenon\n"); exit(1); }
-  FILE* tmp = tmpfile();
-  fflush(stderr);
-  int saved = dup(2);
-  dup2(fileno(tmp), 2);
-  print();
-  dup2(saved, 2);
-  close(saved);
-  rewind(tmp);
-  char line[256];
-  long value = -1;
-  while (fgets(line, sizeof line, tmp)) {
-    long v; char text[200];
-    if (sscanf(line, " %ld %199[^\n]", &v, text) == 2 && strcmp(text, name) == 0) value = v;
-  }
-  fclose(tmp);
-  return value;
-}
-static long heaps_in_use(void) { return stat_value("thread heaps attached") - stat_value("thread heaps released"); }
+#include "preload_stats.h"
 
 static int g_ok;
 static void* body(void* a) {
