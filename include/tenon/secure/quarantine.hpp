@@ -20,7 +20,7 @@
 //
 // Where blocks wait. Small blocks over the process allocator, in a ring of
 // the thread's own (plain loads and stores: no atomic instruction on a free;
-// the ring keeps each block's size, so a block leaving is not looked up
+// the ring keeps each block's window end, so a block leaving is not looked up
 // again), in a mapping of its own made at the thread's first free (not a
 // heap block, which an overflow from its neighbour could reach) and drained
 // by a thread-exit hook (a pthread key), so a thread's exit strands nothing.
