@@ -20,7 +20,7 @@
 //
 // Where blocks wait. Small blocks over the process allocator, in a ring of
 // the thread's own (plain loads and stores: no atomic instruction on a free;
-// the ring keeps each block's size, so a block leaving is not looked up
+// the ring keeps each block's window end, so a block leaving is not looked up
 // again), in a mapping of its own made at the thread's first free (not a
 // heap block, which an overflow from its neighbour could reach) and drained
 // by a thread-exit hook (a pthread key), so a thread's exit strands nothing.
@@ -105,7 +105,7 @@ struct quarantine : pass_through<Inner> {
       return dealloc_other(p);
     zero_words(static_cast<unsigned char*>(p) + kKept, n - kKept);
     entry out = take_turn(r->small, r->small_turn, {p, n});
-    if (out.p) leave_small(out.p, out.n);
+    if (out.p) leave_small(out.p, out.end);  // n <= kZeroed: the window is the block
   }
 
   // An allocation Inner fails (ENOMEM: an address-space limit, a memory
@@ -158,13 +158,13 @@ struct quarantine : pass_through<Inner> {
     if (!tenons(p)) return Inner::dealloc(p);
     std::size_t n = block_size(p);
     if (n <= kMaxSmallBlock && n > kKept) {
-      zero_window(static_cast<unsigned char*>(p), n);
+      std::size_t end = zero_window(static_cast<unsigned char*>(p), n);
       ring* r = kRings ? mine().r : nullptr;
       if (r) {
-        entry out = take_turn(r->small, r->small_turn, {p, n});
-        if (out.p) leave_small(out.p, out.n);
-      } else if (void* out = wait_shared(p, n)) {
-        leave_small(out, block_size(out));
+        entry out = take_turn(r->small, r->small_turn, {p, end});
+        if (out.p) leave_small(out.p, out.end);
+      } else if (void* out = wait_shared(p, end)) {
+        leave_shared_small(out);
       }
       return;
     }
@@ -198,9 +198,15 @@ struct quarantine : pass_through<Inner> {
   // slots only, for release() to reach every waiting block.
   static constexpr bool kRings = !releasable<Inner>;
 
+  // A ring's block keeps the end of its window (window()), found once on
+  // its way in: its way out checks up to there without looking for it again
+  // (until 2026-11-27, sixth session, a block past kZeroed bytes had
+  // canary_layout::data_offset, a key and a loop, run at its entry and again
+  // at its exit). The first kKept bytes, which a write after free could
+  // change, no longer decide the window checked.
   struct entry {
     void* p;
-    std::size_t n;  // Inner's usable size, read when the block came in
+    std::size_t end;  // the window's end, from the block's start
   };
   struct ring {
     entry small[kSmallSlots];
@@ -237,10 +243,10 @@ struct quarantine : pass_through<Inner> {
   // A small free with no ring: the thread's ring is made at its first small
   // free, else the block waits in the shared slots. Returns the block that
   // leaves (its size to be looked up), or nullptr.
-  [[gnu::noinline]] static void* wait_shared(void* p, std::size_t n) {
+  [[gnu::noinline]] static void* wait_shared(void* p, std::size_t end) {
     if (kRings && mine().st == state::none && make_ring()) {
       ring* r = mine().r;  // new: the slot taken is empty
-      take_turn(r->small, r->small_turn, {p, n});
+      take_turn(r->small, r->small_turn, {p, end});
       return nullptr;
     }
     return small_slot().exchange(p, std::memory_order_acq_rel);
@@ -279,7 +285,7 @@ struct quarantine : pass_through<Inner> {
     for (entry& e : r->small)
       if (entry out = e; out.p) {
         e = {nullptr, 0};
-        leave_small(out.p, out.n);
+        leave_small(out.p, out.end);
         any = true;
       }
     return any;
@@ -289,7 +295,7 @@ struct quarantine : pass_through<Inner> {
     bool any = false;
     for (std::size_t i = 0; i < kSmallSlots * kStripes; ++i)
       if (void* out = small_slots()[i].exchange(nullptr, std::memory_order_acq_rel)) {
-        leave_small(out, block_size(out));
+        leave_shared_small(out);
         any = true;
       }
     for (std::size_t i = 0; i < kLargeSlots * kStripes; ++i)
@@ -314,10 +320,14 @@ struct quarantine : pass_through<Inner> {
   }
   // The common window of a block past kZeroed bytes, its first kZeroed, as
   // a constant length: zeroed by stores in line, not by a call to memset.
-  static void zero_window(unsigned char* c, std::size_t n) {
+  // The window's end.
+  static std::size_t zero_window(unsigned char* c, std::size_t n) {
     std::size_t end = window(c, n);
-    if (end == kZeroed) return zero_words(c + kKept, kZeroed - kKept);
-    zero_words(c + kKept, end - kKept);
+    if (end == kZeroed)
+      zero_words(c + kKept, kZeroed - kKept);
+    else
+      zero_words(c + kKept, end - kKept);
+    return end;
   }
 
   // Whether p is in tenon's memory: a chunk's, or a huge block's start. Any
@@ -440,19 +450,17 @@ struct quarantine : pass_through<Inner> {
     return opened;
   }
 
-  // A small block of n bytes leaves: its zeros are checked, then Inner has it.
-  // Blocks past kZeroed bytes out of line (their window is looked for).
-  static void leave_small(void* p, std::size_t n) {
-    if (__builtin_expect(n > kZeroed, 0)) return leave_wide(p, n);
+  // A small block leaves: its window's zeros (to end, from the block's
+  // start) are checked, then Inner has it.
+  static void leave_small(void* p, std::size_t end) {
     auto* c = static_cast<const unsigned char*>(p);
-    if (__builtin_expect(!all_zero(c + kKept, n - kKept), 0)) report_write_after_free(c, n, n);
+    if (__builtin_expect(!all_zero(c + kKept, end - kKept), 0)) report_write_after_free(c, end);
     Inner::dealloc(p);
   }
-  [[gnu::noinline]] static void leave_wide(void* p, std::size_t n) {
-    auto* c = static_cast<const unsigned char*>(p);
-    std::size_t end = window(p, n);
-    if (__builtin_expect(!all_zero(c + kKept, end - kKept), 0)) report_write_after_free(c, end, n);
-    Inner::dealloc(p);
+  // One from the shared slots, which keep its pointer alone: its window is
+  // looked for again.
+  [[gnu::noinline]] static void leave_shared_small(void* p) {
+    leave_small(p, window(p, block_size(p)));
   }
 
   // A large block leaves (as it waited: marked if closed): open again, then
@@ -467,8 +475,8 @@ struct quarantine : pass_through<Inner> {
     Inner::dealloc(p);
   }
 
-  [[gnu::cold, gnu::noinline]] static void report_write_after_free(const unsigned char* c, std::size_t end,
-                                                                   std::size_t n) {
+  [[gnu::cold, gnu::noinline]] static void report_write_after_free(const unsigned char* c, std::size_t end) {
+    std::size_t n = block_size(c);
     for (std::size_t i = kKept; i < end; ++i)
       if (c[i] != 0) report_misuse("free", c + i, "write after free (in a block waiting in quarantine)", n);
   }
