@@ -419,7 +419,8 @@ long thread_key_create_above(void (*destructor)(void*), unsigned min_slot) {
   }
   long key = thread_key_create(destructor);
   for (unsigned i = 0; i < n; ++i) pthread_key_delete(taken[i]);
-  return key;
+  // Refused while the fillers held the last free slots: any slot will do.
+  return key != -1 ? key : thread_key_create(destructor);
 }
 
 void thread_key_delete(long key) { pthread_key_delete(static_cast<pthread_key_t>(key)); }
