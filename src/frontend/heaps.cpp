@@ -488,6 +488,13 @@ TENON_API void* tenon_heap_realloc(tenon_heap_t* h, void* p, size_t n) {
     return heap_alloc_n(h, 0);
   }
   std::size_t old = tenon_malloc_usable_size(p);
+  // Outside tenon's chunks a usable size of 0 is no block (no glibc header,
+  // or inside a huge block): realloc's answer, before anything is allocated
+  // (Heaps.ReallocOfAPointerNoAllocatorMadeIsEinval).
+  if (old == 0 && !tenon::lookup::in_chunk(p)) {
+    errno = EINVAL;
+    return nullptr;
+  }
   // Stays in place when p is a small block of this thread's sub-heap that
   // still fits well (as realloc does); anything else moves into h. A thread
   // with no sub-heap of h yet has none to compare: a span no heap owns
