@@ -92,11 +92,14 @@ void on_thread_exit(void* value) {
 }
 
 // Created lazily with no once-primitive: racers each create a key, one CAS
-// wins, the others delete theirs (as thread_heaps::thread_key).
+// wins, the others delete theirs (as thread_heaps::thread_key). Above the
+// program's first keys, as the default engine's: an id taken by their
+// destructors, in any round, the last one included, comes back in that
+// round (preload.late_free_threads_heaps_last_round).
 long thread_key() {
   long key = g_thread_key.load(std::memory_order_acquire);
   if (key != -1) return key;
-  long k = os::thread_key_create(on_thread_exit);
+  long k = os::thread_key_create_above(on_thread_exit, kHeapsThreadKeyMinSlot);
   if (k == -1) return -1;
   if (g_thread_key.compare_exchange_strong(key, k, std::memory_order_acq_rel)) return k;
   os::thread_key_delete(k);
@@ -407,6 +410,10 @@ TENON_API tenon_heap_t* tenon_heap_new(const tenon_heap_options* options) {
   }
   std::size_t limit = options ? options->limit : 0;
   h->budget.limit = limit ? limit : ~std::size_t{0};
+  // The exit key now, not at a thread's first heap call: a program makes
+  // its heaps before its threads, and the key finds its slot above the
+  // program's keys only while the process is single-threaded.
+  thread_key();
   return h;
 }
 
@@ -481,6 +488,13 @@ TENON_API void* tenon_heap_realloc(tenon_heap_t* h, void* p, size_t n) {
     return heap_alloc_n(h, 0);
   }
   std::size_t old = tenon_malloc_usable_size(p);
+  // Outside tenon's chunks a usable size of 0 is no block (no glibc header,
+  // or inside a huge block): realloc's answer, before anything is allocated
+  // (Heaps.ReallocOfAPointerNoAllocatorMadeIsEinval).
+  if (old == 0 && !tenon::lookup::in_chunk(p)) {
+    errno = EINVAL;
+    return nullptr;
+  }
   // Stays in place when p is a small block of this thread's sub-heap that
   // still fits well (as realloc does); anything else moves into h. A thread
   // with no sub-heap of h yet has none to compare: a span no heap owns

@@ -330,14 +330,20 @@ const char* const* environment() { return environ; }
 
 bool at_fork_child(void (*fn)()) { return pthread_atfork(nullptr, nullptr, fn) == 0; }
 
+// The file calls below, and getrandom, go straight to the kernel with
+// syscall(): glibc's open, write, close and getrandom are cancellation
+// points, and a thread with a cancel pending would be unwound from inside
+// the allocator (a half-made span, a misuse line never followed by abort)
+// where malloc and free must return (preload.cancel_pending).
 int open_for_append(const char* path, bool truncate) {
-  return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0644);
+  int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0);
+  return static_cast<int>(syscall(SYS_openat, AT_FDCWD, path, flags, 0644));
 }
 
 bool write_all(int fd, const void* data, std::size_t size) {
   auto* p = static_cast<const char*>(data);
   while (size > 0) {
-    ssize_t n = write(fd, p, size);
+    ssize_t n = syscall(SYS_write, fd, p, size);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     p += n;
@@ -346,7 +352,7 @@ bool write_all(int fd, const void* data, std::size_t size) {
   return true;
 }
 
-void close_file(int fd) { close(fd); }
+void close_file(int fd) { syscall(SYS_close, fd); }
 
 int process_id() { return getpid(); }
 
@@ -377,7 +383,7 @@ bool is_mapped(const void* p) {
 std::uint64_t random_u64() {
   std::uint64_t v = 0;
   int saved = errno;
-  if (getrandom(&v, sizeof v, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof v)) {
+  if (syscall(SYS_getrandom, &v, sizeof v, GRND_NONBLOCK) != static_cast<long>(sizeof v)) {  // see write_all
     timespec ts{};
     clock_gettime(CLOCK_MONOTONIC, &ts);
     v = (static_cast<std::uint64_t>(ts.tv_nsec) << 32) ^ static_cast<std::uint64_t>(ts.tv_sec) ^

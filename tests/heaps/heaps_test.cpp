@@ -185,6 +185,32 @@ TEST(Heaps, AlignedAlloc) {
   EXPECT_NE(tenon_heap_malloc(g.h, 10), nullptr);  // the next call still works
 }
 
+// tenon_heap_realloc of a pointer no allocator handed out (a stack buffer
+// with no glibc header before it, a pointer inside a huge block) answers as
+// realloc does: NULL, EINVAL, the bytes left alone. Found 2026-11-27: it
+// allocated the new block, copied nothing and then freed the pointer, which
+// ended the program ("tenon: free(0x...): invalid pointer").
+TEST(Heaps, ReallocOfAPointerNoAllocatorMadeIsEinval) {
+  heap_guard g;
+  alignas(16) unsigned char stack_buffer[64];
+  memset(stack_buffer, 0, sizeof stack_buffer);
+  unsigned char* p = stack_buffer + 32;  // 16 zero bytes before it: no glibc header
+  p[0] = 0x5a;
+  errno = 0;
+  EXPECT_EQ(tenon_heap_realloc(g.h, p, 100), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(p[0], 0x5a);
+  auto* huge = static_cast<unsigned char*>(tenon_heap_malloc(g.h, 8u << 20));
+  ASSERT_NE(huge, nullptr);
+  errno = 0;
+  EXPECT_EQ(tenon_heap_realloc(g.h, huge + 4096, 100), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  tenon_heap_free(g.h, huge);
+  void* q = tenon_heap_malloc(g.h, 64);  // the heap still serves
+  EXPECT_NE(q, nullptr);
+  tenon_heap_free(g.h, q);
+}
+
 TEST(Heaps, BadInputHasDefinedAnswers) {
   errno = 0;
   EXPECT_EQ(tenon_heap_malloc(nullptr, 8), nullptr);

@@ -158,6 +158,14 @@ constexpr unsigned kSweepPerClass = 16;
 // 1,023, took 4.8 million at every process's start).
 constexpr unsigned kThreadKeyMinSlot = 31;
 
+// The first-class heaps' thread-exit key (it gives a thread's heap-thread id
+// back) takes the slot just below, for the same reason: a heap call made by
+// a program key's destructor in glibc's last round gets its id back in that
+// round. Below tenon's rather than above: a slot past kThreadKeyMinSlot
+// needs the second-level array. Each finds its slot whichever is made
+// first.
+constexpr unsigned kHeapsThreadKeyMinSlot = kThreadKeyMinSlot - 1;
+
 // A heap parked at its thread's exit waits this long for a new thread to
 // take it over before a heap about to form a span may give it up (and
 // absorb its spans). Giving up any parked heap at once broke the hand-over:
