@@ -24,7 +24,7 @@ struct encoded_links {
   // own blocks. Any other is asked of the chunk lookup, out of line (a block
   // cache's list crosses spans, and chunks): the same links pass as before.
   [[gnu::always_inline]] static block* next(const block* b, const span* s) {
-    std::uintptr_t raw = reinterpret_cast<std::uintptr_t>(b->next) ^ key_for(s);
+    std::uintptr_t raw = reinterpret_cast<std::uintptr_t>(b->next) ^ drawn_key_for(s);
     auto* n = reinterpret_cast<block*>(raw);
     if (__builtin_expect(n != nullptr && ((raw ^ reinterpret_cast<std::uintptr_t>(b)) & ~lookup::kTagBits) != 0, 0))
       check_far_link(b, n, s);
@@ -39,8 +39,14 @@ struct encoded_links {
       report_misuse("malloc", b, "free list corrupted (a write after free?)", s->block_size);
   }
   [[gnu::always_inline]] static void set_next(block* b, block* next, const span* s) {
-    b->next = reinterpret_cast<block*>(reinterpret_cast<std::uintptr_t>(next) ^ key_for(s));
+    b->next = reinterpret_cast<block*>(reinterpret_cast<std::uintptr_t>(next) ^ drawn_key_for(s));
   }
+  // Every link is first written by carve, which calls this first (the
+  // engine's hook, heap/spans.ipp): the secret is drawn there, so next and
+  // set_next read it with no test (secret.h, drawn_secret). A link read or
+  // written later is of a block carved before, on a list the thread took
+  // from the carver or was handed the block through.
+  static void before_carve() { (void)secret(); }
 };
 
 }  // namespace tenon::secure
