@@ -48,7 +48,12 @@ struct engine_front {
   // free without a second lookup. The secure quarantine's way out
   // (secure/quarantine.hpp): its ring keeps the span found on the way in,
   // and the block, live for the engine while it waits, keeps its span.
-  __attribute__((always_inline)) static void dealloc_in_span(void* p, span* s) noexcept { free_in_chunk(p, s); }
+  // A member template, so that the class's explicit instantiation (the
+  // engine's .cpp) does not emit it into a build that never calls it.
+  template <class Span = span>
+  __attribute__((always_inline)) static void dealloc_in_span(void* p, Span* s) noexcept {
+    free_in_chunk(p, s);
+  }
 
   static void* alloc_aligned(std::size_t align, std::size_t n) noexcept {
     if (align <= kMinAlign && (n >= kMinAlign || align <= 8)) return alloc(n);
