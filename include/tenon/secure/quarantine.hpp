@@ -95,8 +95,11 @@ struct quarantine : pass_through<Inner> {
     // The common case, a small block of a small span waiting in this thread's
     // ring, in a function of its own with no call but tail calls: no
     // register to save.
-    if (__builtin_expect(!lookup::is_regular(p), 0)) return dealloc_other(p);
-    span* s = lookup::span_of(p);
+    // The tag kept for the span's lookup, as the engine's free does: the
+    // chunk's base folded into the load (two instructions fewer).
+    std::uintptr_t tag = lookup::tag_of(p);
+    if (__builtin_expect(!lookup::is_regular_tagged(p, tag), 0)) return dealloc_other(p);
+    span* s = lookup::span_of_tagged(p, tag);
     ring* r = kRings ? mine().r : nullptr;
     std::size_t n = s->block_size;
     // Blocks past kZeroed bytes out of line too: their window is looked for
