@@ -159,12 +159,13 @@ struct quarantine : pass_through<Inner> {
   // a pointer tenon did not hand out.
   [[gnu::noinline]] static void dealloc_other(void* p) {
     if (!tenons(p)) return Inner::dealloc(p);
-    std::size_t n = block_size(p);
+    span* s = small_span(p);
+    std::size_t n = s ? s->block_size : Inner::usable_size(p);
     if (n <= kMaxSmallBlock && n > kKept) {
       std::size_t end = zero_window(static_cast<unsigned char*>(p), n);
       ring* r = kRings ? mine().r : nullptr;
       if (r) {
-        entry out = take_turn(r->small, r->small_turn, {p, end, nullptr});
+        entry out = take_turn(r->small, r->small_turn, {p, end, s});
         if (out.p) leave_small(out.p, out.end, out.s);
       } else if (void* out = wait_shared(p, end)) {
         leave_shared_small(out);
@@ -349,11 +350,17 @@ struct quarantine : pass_through<Inner> {
   // Inner's usable size, the common case (a small block in a chunk with a
   // table slot) read in line from its span.
   static std::size_t block_size(const void* p) {
+    const span* s = small_span(p);
+    return s ? s->block_size : Inner::usable_size(p);
+  }
+  // p's span when it is a small one of a chunk with a table slot (the ring
+  // keeps it for the block's way out), else nullptr.
+  static span* small_span(const void* p) {
     if (__builtin_expect(lookup::is_regular(p), 1)) {
-      const span* s = lookup::span_of(p);
-      if (s->kind == span_kind::small) return s->block_size;
+      span* s = lookup::span_of(p);
+      if (s->kind == span_kind::small) return s;
     }
-    return Inner::usable_size(p);
+    return nullptr;
   }
 
   // The shared slots: kStripes stripes of each pool's slots, a thread's
