@@ -19,24 +19,13 @@ namespace tenon::secure {
 struct encoded_links {
   // In line on the allocation fast path (GCC otherwise outlines it when the
   // code around changes: a call and 10 instructions more a malloc).
-  // A link to b's own chunk (the same 4 MiB unit: a chunk is one, aligned),
-  // a multiple of 8 as b is, passes with one test: a span's list holds its
-  // own blocks. Any other is asked of the chunk lookup, out of line (a block
-  // cache's list crosses spans, and chunks): the same links pass as before.
   [[gnu::always_inline]] static block* next(const block* b, const span* s) {
     std::uintptr_t raw = reinterpret_cast<std::uintptr_t>(b->next) ^ drawn_key_for(s);
     auto* n = reinterpret_cast<block*>(raw);
-    if (__builtin_expect(n != nullptr && ((raw ^ reinterpret_cast<std::uintptr_t>(b)) & ~lookup::kTagBits) != 0, 0))
-      check_far_link(b, n, s);
-    return n;
-  }
-  // A link out of b's chunk (or not a multiple of 8) must be an aligned
-  // address in some chunk of tenon's, else the program ends.
-  [[gnu::noinline]] static void check_far_link(const block* b, const block* n, const span* s) {
-    auto raw = reinterpret_cast<std::uintptr_t>(n);
     // is_regular first, in line: the common case of in_chunk without its call.
-    if ((raw & 7) != 0 || (!lookup::is_regular(n) && !lookup::in_chunk(n)))
+    if (__builtin_expect(n != nullptr && ((raw & 7) != 0 || (!lookup::is_regular(n) && !lookup::in_chunk(n))), 0))
       report_misuse("malloc", b, "free list corrupted (a write after free?)", s->block_size);
+    return n;
   }
   [[gnu::always_inline]] static void set_next(block* b, block* next, const span* s) {
     b->next = reinterpret_cast<block*>(reinterpret_cast<std::uintptr_t>(next) ^ drawn_key_for(s));
