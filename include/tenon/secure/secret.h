@@ -38,8 +38,10 @@ inline constinit std::atomic<std::uint64_t> g_secret{0};
 [[gnu::always_inline]] inline std::uint64_t drawn_secret() { return g_secret.load(std::memory_order_relaxed); }
 
 // A key for one address (a span's descriptor, a block): the secret mixed
-// with it, so that learning one key tells nothing of another. Always in
-// line, as secret().
+// with it, so that every address has its own. The mix can be undone: one
+// key and its address give the secret (docs/security.md, "What it costs"),
+// so the keys stop blind overwrites, not a program that read one first.
+// Always in line, as secret().
 [[gnu::always_inline]] inline std::uint64_t mix_key(std::uint64_t secret, const void* where) {
   std::uint64_t x = (secret ^ reinterpret_cast<std::uintptr_t>(where)) * 0x9e3779b97f4a7c15ull;
   return x ^ (x >> 29);
