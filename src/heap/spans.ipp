@@ -50,6 +50,8 @@ constexpr std::uint32_t max_carve() {
 template <class C>
 void thread_heaps<C>::carve(span* s) {
   TENON_CHECK(s->free == nullptr && s->carved < s->capacity);
+  // A links policy that keys its links may need to prepare (secure/links.h).
+  if constexpr (requires { C::links::before_carve(); }) C::links::before_carve();
   std::uint32_t size = s->block_size;
   std::uint32_t n = static_cast<std::uint32_t>(4096 / size);
   if (n == 0) n = 1;

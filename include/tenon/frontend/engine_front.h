@@ -43,6 +43,18 @@ struct engine_front {
     free_irregular(p);
   }
 
+  // dealloc of p, a live block of chunk span s that the caller has looked
+  // up already (lookup::is_regular(p), then lookup::span_of(p)): the same
+  // free without a second lookup. The secure quarantine's way out
+  // (secure/quarantine.hpp): its ring keeps the span found on the way in,
+  // and the block, live for the engine while it waits, keeps its span.
+  // A member template, so that the class's explicit instantiation (the
+  // engine's .cpp) does not emit it into a build that never calls it.
+  template <class Span = span>
+  __attribute__((always_inline)) static void dealloc_in_span(void* p, Span* s) noexcept {
+    free_in_chunk(p, s);
+  }
+
   static void* alloc_aligned(std::size_t align, std::size_t n) noexcept {
     if (align <= kMinAlign && (n >= kMinAlign || align <= 8)) return alloc(n);
     if (n <= kMaxSmall && align <= kMaxSmall) return alloc_aligned_small(n, align);

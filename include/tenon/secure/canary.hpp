@@ -217,7 +217,8 @@ struct canary : pass_through<Inner> {
   }
 
   // is_regular first, in line: the common case of in_chunk without its call.
-  static bool ours(const void* p) {
+  // Always in line: on the free path (secret.h says why).
+  [[gnu::always_inline]] static bool ours(const void* p) {
     return lookup::is_regular(p) || lookup::in_chunk(p) || huge_lookup(p) || huge_contains(p);
   }
 
@@ -332,6 +333,23 @@ struct canary : pass_through<Inner> {
     return second == free_key();
   }
 
+  // The bits of a decoded tag that a live block's header has clear: the
+  // size check's and the freed bit.
+  static constexpr std::uint64_t kHeaderBad = (~std::uint64_t{0} << 40) | kFreed;
+
+  // check_block's header h of p (key: p's) that failed the one test: which
+  // misuse it is, in the order the questions were asked in line until
+  // 2026-11-27 (sixth session). A freed block's size word is the free-list
+  // link, so its freed bit is asked for before the size check.
+  [[noreturn, gnu::cold, gnu::noinline]] static void report_header(const char* op, const char* p, header h,
+                                                                   std::uint64_t key) {
+    std::uint64_t x = h.tag ^ key;
+    if ((x & ~kFreed) >> 40 == 0 && (x & kFreed)) report_misuse(op, p, freed_twice(op), 0);
+    x ^= size_check(h.size);
+    if (x >> 40) report_bad_header(op, p);
+    report_misuse(op, p, freed_twice(op), 0);  // the freed bit
+  }
+
   // A header that fails its check: a double free when freed_since says so,
   // else a pointer that is no block start (or whose header was overwritten).
   // Called as report_misuse is (op, p first): other arguments changed the
@@ -401,18 +419,21 @@ struct canary : pass_through<Inner> {
 
   // The header of p, checked; ends the program unless p is a live block.
   // Always in line, as give_back: on the free path (secret.h says why).
+  // A live block's header passes one test (its size check and freed bit
+  // together); any other is told apart out of line (report_header), where
+  // the order of the questions decides the report. The canary is read only
+  // after the header passed: a bad size could point anywhere.
   [[gnu::always_inline]] static opened check_block(const char* p, const char* op) {
     if (reinterpret_cast<std::uintptr_t>(p) & 15) report_misuse(op, p, "invalid pointer (not the start of a block)", 0);
     char* at = header_of(p, op);
     header h;
     std::memcpy(&h, at, sizeof h);
-    std::uint64_t key = key_for(p);
-    std::uint64_t x = h.tag ^ key;
-    if ((x & ~kFreed) >> 40 == 0 && (x & kFreed))  // a freed block's size word is the free-list link
-      report_misuse(op, p, freed_twice(op), 0);
-    x ^= size_check(h.size);
-    if (x >> 40) report_bad_header(op, p);
-    if (x & kFreed) report_misuse(op, p, freed_twice(op), 0);
+    // A live block was sealed (its key made with the secret drawn) before
+    // the program handed it to this free: no test (secret.h). Read as 0 (no
+    // block sealed yet), the key fails the header of any pointer.
+    std::uint64_t key = drawn_key_for(p);
+    std::uint64_t x = h.tag ^ key ^ size_check(h.size);
+    if (__builtin_expect((x & kHeaderBad) != 0, 0)) report_header(op, p, h, key);
     std::size_t offset = static_cast<std::size_t>(x >> 1);
     std::uint64_t t;
     std::memcpy(&t, p + h.size, sizeof t);

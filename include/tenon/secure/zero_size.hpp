@@ -94,9 +94,10 @@ struct zero_size : pass_through<Inner> {
     os::release(fresh, kRegion);
     return r;
   }
+  // One unsigned compare for both bounds (a p below r wraps past kRegion).
   static bool inside(const void* p) {
     char* r = base().load(std::memory_order_relaxed);
-    return r && static_cast<const char*>(p) >= r && static_cast<const char*>(p) < r + kRegion;
+    return r && reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(r) < kRegion;
   }
 };
 

@@ -3,6 +3,8 @@
 // written into and read out of a free block's first word. Every link of a
 // block of span s is written and read through the policy with s, so that a
 // policy can key its encoding by span.
+// A policy may also have a static before_carve(), which carve calls before
+// it writes the links of fresh blocks (secure/links.h draws its secret there).
 //   plain_links (the default): the link is the next block's address.
 #pragma once
 #include "tenon/span/span.h"
