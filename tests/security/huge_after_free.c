@@ -19,14 +19,53 @@
  *   reuse_split    a cached, resident 32 MiB block reused for 8 MiB: its
  *                  tail moves to a cached block of its own (an inaccessible
  *                  range until then), which a 20 MiB request then reuses,
- *                  written throughout; a read past that request faults */
+ *                  written throughout; a read past that request faults
+ *   realloc_untouched  16 blocks of 3 MiB, only their first and last bytes
+ *                  written, each grown to 6 MiB by realloc: the contents
+ *                  kept, and the growth of the resident set printed (NOTE
+ *                  grew_kib): a grown block is committed page by page as it
+ *                  is touched, as any other (README), not copied whole */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "access_probe.h"
 
 #define MIB ((size_t)1 << 20)
+
+/* The resident set in KiB (/proc/self/statm's second field, in pages). */
+static long resident_kib(void) {
+  FILE* f = fopen("/proc/self/statm", "r");
+  long size = 0, resident = -1;
+  if (f) {
+    if (fscanf(f, "%ld %ld", &size, &resident) != 2) resident = -1;
+    fclose(f);
+  }
+  return resident < 0 ? -1 : resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static int grow_untouched(void) {
+  enum { kBlocks = 16 };
+  const size_t was = 3 * MIB, now = 6 * MIB;
+  char* b[kBlocks];
+  for (int i = 0; i < kBlocks; i++) {
+    b[i] = malloc(was);
+    if (!b[i]) return 2;
+    b[i][0] = (char)i;
+    b[i][was - 1] = (char)(i + 1);
+  }
+  long before = resident_kib();
+  for (int i = 0; i < kBlocks; i++) {
+    char* q = realloc(b[i], now);
+    if (!q) return 2;
+    if (q[0] != (char)i || q[was - 1] != (char)(i + 1)) return 3;
+    b[i] = q;
+  }
+  printf("NOTE grew_kib %ld\n", resident_kib() - before);
+  for (int i = 0; i < kBlocks; i++) free(b[i]);
+  return 0;
+}
 
 /* A freed block of `was` bytes, first and last pages written (the rest not
  * resident: the cache keeps it whole), then a block of `now` bytes that
@@ -87,6 +126,9 @@ int main(int argc, char** argv) {
     memset(t, 0x5a, 20 * MIB);
     printf("NOTE tail %s\n", t > q && t < p + 32 * MIB ? "reused in place" : "elsewhere");
     access_read("past the request", t + 22 * MIB);
+  } else if (!strcmp(c, "realloc_untouched")) {
+    int rc = grow_untouched();
+    if (rc) return rc;
   } else {
     return 2;
   }

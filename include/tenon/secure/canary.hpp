@@ -159,9 +159,15 @@ struct canary : pass_through<Inner> {
   // back the very block p named when p was a freed huge block waiting in the
   // huge cache: realloc then "copied" it onto itself, freed it, and returned
   // it freed (until 2026-11-27). Out of line: no caller's fast path.
+  // A huge block that stays huge is resized by Inner (in place, or its
+  // pages moved by mremap) and sealed again: copied, every page of the new
+  // block was written, untouched ones too (SecureHuge.ReallocOfUntouched...,
+  // until 2026-11-27: 16 blocks of 3 MiB grown to 6 MiB made 48 MiB
+  // resident, against 64 KiB without the secure layers).
   [[gnu::noinline]] static void* realloc(void* p, std::size_t n) noexcept {
     if (!ours(p)) return realloc_foreign(p, n);
     std::size_t old = realloc_checked(static_cast<const char*>(p));
+    if (n > kMaxLarge && n <= kMaxRequest - kHeader - kTail && starts_huge_block(p)) return realloc_huge(p, n);
     void* q = alloc(n);
     if (!q) return nullptr;
     std::memcpy(q, p, old < n ? old : n);
@@ -197,6 +203,15 @@ struct canary : pass_through<Inner> {
   // path's inlining moved (the secure malloc(32)+free pair 273 -> 283).
   [[gnu::noinline]] static std::size_t realloc_checked(const char* p) { return check_block(p, "realloc").size; }
   [[gnu::noinline]] static void realloc_give_back(char* p) { give_back(p, "realloc", nullptr); }
+
+  // p, a live huge block (checked), resized to n past kMaxLarge: Inner
+  // keeps it huge, its header at its new end (alloc_fitting's layout for a
+  // block that starts Inner's), the canary after n. Inner's answer on
+  // failure is realloc's: NULL with ENOMEM, p as it was.
+  static void* realloc_huge(void* p, std::size_t n) noexcept {
+    auto* q = static_cast<char*>(layer_ops<Inner>::realloc(p, n + kHeader + kTail));
+    return q ? seal(q, n, 0) : nullptr;
+  }
 
   // A pointer not in tenon's memory: a glibc block moves to a new block, as
   // the generic realloc did; any other (no glibc header before it: its

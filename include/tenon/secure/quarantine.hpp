@@ -126,6 +126,25 @@ struct quarantine : pass_through<Inner> {
     return __builtin_expect(p != nullptr, 1) ? p : alloc_aligned_after_flush(align, n);
   }
 
+  // A huge block (past kMaxLargeBlock: its free goes straight to Inner, it
+  // never waits here) is resized by Inner, in place or its pages moved, with
+  // no copy that would write every page of the new block (an outer layer's
+  // realloc of one: canary::realloc_huge). Any other block as the layers'
+  // generic realloc: through this layer's alloc and dealloc, the old block
+  // waiting as any freed one. Out of line: no fast path calls it.
+  [[gnu::noinline]] static void* realloc(void* p, std::size_t n) noexcept {
+    if (huge_lookup(p) && n > kMaxLargeBlock) {
+      void* q = layer_ops<Inner>::realloc(p, n);
+      return q || !flush() ? q : layer_ops<Inner>::realloc(p, n);
+    }
+    void* q = alloc(n);
+    if (!q) return nullptr;
+    std::size_t old = Inner::usable_size(p);
+    std::memcpy(q, p, old < n ? old : n);
+    dealloc(p);
+    return q;
+  }
+
   static int trim(std::size_t pad) noexcept {
     flush();
     return layer_ops<Inner>::trim(pad);
