@@ -116,8 +116,10 @@ struct quarantine : pass_through<Inner> {
   // reach without waiting for another, as malloc_trim does (flush), and is
   // tried once more: at a limit, the blocks freed just before are had again,
   // as in the default build. The retry is out of line: one test of the
-  // answer, which the caller makes anyway.
-  static void* alloc(std::size_t n) noexcept {
+  // answer, which the caller makes anyway. Always in line: with realloc's
+  // call beside the canary's, GCC made it a function of its own (the secure
+  // malloc(32)+free pair 239.35 -> 252.35 instructions).
+  [[gnu::always_inline]] static void* alloc(std::size_t n) noexcept {
     void* p = Inner::alloc(n);
     return __builtin_expect(p != nullptr, 1) ? p : alloc_after_flush(n);
   }
