@@ -11,7 +11,7 @@
 namespace tenon {
 
 template <class C>
-void arena<C>::release_span(span* s, stats_t* st) {
+void arena<C>::release_span(span* s, stats_t* st, std::uint32_t idle_ms) {
   chunk* c = chunk_of(s);
   unsigned first = s->first_slice, n = s->nslices;
   std::uint64_t mask = slice_bits::run_mask(first, n);
@@ -20,7 +20,7 @@ void arena<C>::release_span(span* s, stats_t* st) {
   std::uint32_t now = C::platform::now_ms();
   {
     [[maybe_unused]] section<typename C::sync, shared_structure::chunks> guard;
-    for (unsigned i = first; i < first + n; ++i) c->dirty_ms[i].store(now, std::memory_order_relaxed);
+    for (unsigned i = first; i < first + n; ++i) c->dirty_ms[i].store(now - idle_ms, std::memory_order_relaxed);
     c->dirty.fetch_or(mask, std::memory_order_relaxed);
     TENON_INJECT_POINT("chunk.release");
     // Release: the descriptor and dirty bits are written before the slices are

@@ -80,7 +80,8 @@ bool unguard(span* s, char* p) {
 }  // namespace large_detail
 
 template <class C>
-void* large_runs<C>::alloc(std::size_t n, std::size_t align, bool* zeroed, chunk** hint, stats_t* st) {
+void* large_runs<C>::alloc(std::size_t n, std::size_t align, bool* zeroed, chunk** hint, stats_t* st,
+                           run_cache* runs) {
   // Slices start 64 KiB aligned; a larger alignment needs slack in the run.
   // A guarded config's block starts past a guard page, at a multiple of the
   // alignment (of the page at least): at most max(page, align) into the
@@ -90,7 +91,10 @@ void* large_runs<C>::alloc(std::size_t n, std::size_t align, bool* zeroed, chunk
   if constexpr (has_guard_pages<C>()) lead = align > page ? align : page;
   std::size_t guard = has_guard_pages<C>() ? page : 0;  // room for the guard after it
   std::size_t nslices = (n + guard + lead + kSliceSize - 1) >> kSliceShift;
-  span* s = chunks_->take_span(static_cast<unsigned>(nslices), hint, st);
+  span* s = nullptr;
+  if constexpr (!has_guard_pages<C>())
+    if (runs && nslices <= kRunCacheMaxRunSlices) s = chunks_->take_cached(*runs, static_cast<unsigned>(nslices));
+  if (!s) s = chunks_->take_span(static_cast<unsigned>(nslices), hint, st);
   if (!s) {
     errno = ENOMEM;
     return nullptr;
@@ -134,7 +138,7 @@ __attribute__((always_inline)) inline void large_runs<C>::check_live(const span*
 }
 
 template <class C>
-void large_runs<C>::free(span* s, void* p, stats_t* st) {
+void large_runs<C>::free(span* s, void* p, stats_t* st, run_cache* runs, unsigned budget) {
   check_live(s, p, "free");
   s->set_used(0);
   if constexpr (has_guard_pages<C>()) {
@@ -142,6 +146,8 @@ void large_runs<C>::free(span* s, void* p, stats_t* st) {
     // `used` bits set, never released), a leak of at most 2 MiB rather than a
     // block that faults. A second free of p is still a double free (used 0).
     if (!large_detail::unguard<C>(s, static_cast<char*>(p))) return;
+  } else if (runs && chunks_->keep_cached(*runs, s, budget)) {
+    return;  // still taken: a second free of p finds `used` 0
   }
   chunks_->release_span(s, st);
 }
