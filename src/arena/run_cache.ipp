@@ -50,9 +50,11 @@ bool arena<C>::keep_cached(run_cache& rc, span* s, unsigned budget) {
   empty->store(run_cache::make(s), std::memory_order_release);
   // Kept resident for reuse, as a release would have: counts towards the
   // lazy start of the background purger, which expires it if the program
-  // goes idle.
-  count_kept(n);
-  if (kept_slices_.load(std::memory_order_relaxed) >= static_cast<std::int64_t>(kPurgerStartSlices)) note_retained();
+  // goes idle (one relaxed load once the purger started or cannot start).
+  if (may_count_kept()) {
+    count_kept(n);
+    if (kept_slices_.load(std::memory_order_relaxed) >= static_cast<std::int64_t>(kPurgerStartSlices)) note_retained();
+  }
   return true;
 }
 

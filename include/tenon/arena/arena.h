@@ -37,6 +37,14 @@ void prefault_fresh(void* p, std::size_t bytes, std::size_t size) {
   if (threshold != 0 && size >= threshold) Platform::populate(p, bytes);
 }
 
+namespace arena_detail {
+// purger_state_: kRunning stays set in a fork child, which has no purger: it
+// is never restarted there (a child of a multithreaded process cannot tell
+// that it is alone; its memory is purged on allocator activity, as without
+// the thread).
+enum : int { kNotStarted, kStarting, kRunning, kFailed };
+}  // namespace arena_detail
+
 template <class C>
 class arena {
  public:
@@ -117,6 +125,11 @@ class arena {
   unsigned purge_run(chunk* c, unsigned first, unsigned n, stats_t* st);
   void mark_over_cap(chunk* c, std::uint64_t keep, std::uint32_t now);
   void count_kept(std::int64_t slices);
+  // Whether count_kept may still count: one relaxed load, so that a caller
+  // need not work out a count that would be thrown away.
+  bool may_count_kept() const {
+    return purger_state_.load(std::memory_order_relaxed) == arena_detail::kNotStarted;
+  }
   void trim_marked(chunk* c, std::uint32_t now, stats_t* st);
   void purge_due_by(std::uint32_t when);
   std::uint64_t oldest_past_grace(chunk* c, std::uint64_t candidates, unsigned want, std::uint32_t now);
