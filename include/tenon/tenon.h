@@ -142,7 +142,8 @@ typedef struct tenon_stats {
   size_t resident;     /* of mapped, bytes in memory: the chunks' resident pages
                           (mincore), huge mappings counted whole */
   size_t retained;     /* free memory kept resident for reuse: freed slices not
-                          yet purged, and cached huge mappings */
+                          yet purged, freed large blocks' runs that threads
+                          keep for their next ones, and cached huge mappings */
   size_t large_blocks; /* live large blocks */
   size_t huge_blocks;  /* live huge blocks */
   size_t chunks;       /* chunks mapped (never unmapped) */

@@ -17,14 +17,6 @@
 
 namespace tenon {
 
-namespace arena_detail {
-// purger_state_: kRunning stays set in a fork child, which has no purger: it
-// is never restarted there (a child of a multithreaded process cannot tell
-// that it is alone; its memory is purged on allocator activity, as without
-// the thread).
-enum : int { kNotStarted, kStarting, kRunning, kFailed };
-}  // namespace arena_detail
-
 template <class C>
 void* arena<C>::purger_main(void* self) {
   using platform = typename C::platform;

@@ -11,7 +11,7 @@
 namespace tenon {
 
 template <class C>
-void arena<C>::release_span(span* s, stats_t* st) {
+void arena<C>::release_span(span* s, stats_t* st, std::uint32_t idle_ms) {
   chunk* c = chunk_of(s);
   unsigned first = s->first_slice, n = s->nslices;
   std::uint64_t mask = slice_bits::run_mask(first, n);
@@ -20,7 +20,7 @@ void arena<C>::release_span(span* s, stats_t* st) {
   std::uint32_t now = C::platform::now_ms();
   {
     [[maybe_unused]] section<typename C::sync, shared_structure::chunks> guard;
-    for (unsigned i = first; i < first + n; ++i) c->dirty_ms[i].store(now, std::memory_order_relaxed);
+    for (unsigned i = first; i < first + n; ++i) c->dirty_ms[i].store(now - idle_ms, std::memory_order_relaxed);
     c->dirty.fetch_or(mask, std::memory_order_relaxed);
     TENON_INJECT_POINT("chunk.release");
     // Release: the descriptor and dirty bits are written before the slices are
@@ -67,16 +67,16 @@ void arena<C>::purge_due_by(std::uint32_t when) {
 template <class C>
 void arena<C>::mark_over_cap(chunk* c, std::uint64_t keep, std::uint32_t now) {
   std::uint64_t free_dirty = c->dirty.load(std::memory_order_relaxed) & ~c->used.load(std::memory_order_relaxed);
-  unsigned resident = static_cast<unsigned>(std::popcount(free_dirty));
+  unsigned resident = static_cast<unsigned>(slice_bits::count(free_dirty));
   std::uint64_t marks = 0;
   if (resident > kMaxDirtyPerChunk) {
     marks = oldest_past_grace(c, free_dirty & ~keep, resident - kMaxDirtyPerChunk, now);
     std::uint64_t fresh = marks & ~c->trim.fetch_or(marks, std::memory_order_relaxed);
-    auto n = static_cast<std::uint32_t>(std::popcount(fresh));
+    auto n = static_cast<std::uint32_t>(slice_bits::count(fresh));
     if (n && marked_.fetch_add(n, std::memory_order_relaxed) + n >= kMaxMarkedSlices) purge_due_by(now);
   }
-  if (std::popcount(keep) >= static_cast<int>(kPurgerStartSlices) ||
-      resident - static_cast<unsigned>(std::popcount(marks)) > kMaxDirtyPerChunk ||
+  if (slice_bits::count(keep) >= kPurgerStartSlices ||
+      resident - static_cast<unsigned>(slice_bits::count(marks)) > kMaxDirtyPerChunk ||
       kept_slices_.load(std::memory_order_relaxed) >= static_cast<std::int64_t>(kPurgerStartSlices))
     note_retained();
 }
@@ -90,7 +90,7 @@ void arena<C>::trim_marked(chunk* c, std::uint32_t now, stats_t* st) {
   if (!c->trim.load(std::memory_order_relaxed)) return;
   std::uint64_t marks = c->trim.exchange(0, std::memory_order_relaxed);
   std::uint64_t free_dirty = c->dirty.load(std::memory_order_relaxed) & ~c->used.load(std::memory_order_relaxed);
-  unsigned resident = static_cast<unsigned>(std::popcount(free_dirty));
+  unsigned resident = static_cast<unsigned>(slice_bits::count(free_dirty));
   if (resident <= kMaxDirtyPerChunk) return;
   marks = oldest_past_grace(c, marks & free_dirty, resident - kMaxDirtyPerChunk, now);
   while (marks) {

@@ -9,6 +9,17 @@ constexpr std::uint64_t run_mask(unsigned first, unsigned n) {
   return (n >= 64 ? ~std::uint64_t{0} : ((std::uint64_t{1} << n) - 1)) << first;
 }
 
+// The set bits of a chunk word, in line: std::popcount is a call into
+// libgcc (__popcountdi2) in the baseline x86-64 build, which has no popcnt
+// instruction, on every release and take (architecture.md, layer 6).
+constexpr unsigned count(std::uint64_t x) {
+  x = x - ((x >> 1) & 0x5555555555555555ull);
+  x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+  x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+  return static_cast<unsigned>((x * 0x0101010101010101ull) >> 56);
+}
+static_assert(count(0) == 0 && count(~std::uint64_t{0}) == 64 && count(0x8000000000000001ull) == 2);
+
 // Start positions of the runs of n set bits in `bits`.
 inline std::uint64_t run_starts(std::uint64_t bits, unsigned n) {
   std::uint64_t starts = bits;

@@ -75,7 +75,8 @@ span* arena<C>::try_take(chunk* c, unsigned n, bool warm_only, stats_t* st) {
     std::uint64_t mask = slice_bits::run_mask(static_cast<unsigned>(pos), n);
     if (c->used.compare_exchange_weak(used, used | mask, std::memory_order_acquire, std::memory_order_relaxed)) {
       // The run's resident slices are in use again (form clears their bits).
-      count_kept(-std::popcount(c->dirty.load(std::memory_order_relaxed) & mask));
+      if (may_count_kept())
+        count_kept(-static_cast<std::int64_t>(slice_bits::count(c->dirty.load(std::memory_order_relaxed) & mask)));
       return arena_detail::form(c, static_cast<unsigned>(pos), n);
     }
     count(st, shared_stats_, stat_retry_chunk_bitmap);

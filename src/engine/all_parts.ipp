@@ -7,6 +7,7 @@
 #include "../arena/purge.ipp"
 #include "../arena/purger.ipp"
 #include "../arena/fresh.ipp"
+#include "../arena/run_cache.ipp"
 #include "../heap/attach.ipp"
 #include "../heap/spans.ipp"
 #include "../heap/refill.ipp"

@@ -10,9 +10,19 @@ bool engine<C>::trim(thread_heap<C>* calling_thread_heap) {
     heaps.flush_remote(calling_thread_heap);
     heaps.flush_caches(calling_thread_heap);
   }
+  // Every thread's cached runs, an idle thread's too (docs/security.md,
+  // "idle threads"): the forced pass below purges them with the rest.
+  heaps.flush_run_caches(true);
   bool slices = chunks.purge(true, nullptr);
   bool cached = huge.flush_cache();
   return slices || cached;
+}
+
+template <class C>
+bool engine<C>::purge_hook(void* self) {
+  auto* e = static_cast<engine*>(self);
+  e->heaps.flush_run_caches(false);
+  return huge_maps<C>::purge_hook(&e->huge);
 }
 
 namespace engine_detail {

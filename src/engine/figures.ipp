@@ -56,8 +56,14 @@ __attribute__((no_sanitize("thread"))) void add_chunk(chunk* c, memory_figures& 
       continue;
     }
     if (peek(s.kind) == span_kind::large) {
-      f.large_in_use += peek(s.large_usable);
-      ++f.large_blocks;
+      // Its block freed, the run waits in a heap's run cache: retained for
+      // reuse, as a free resident run in the arena would be.
+      if (static_cast<std::uint32_t>(peek(s.until_slow)) + peek(s.low_mark) == 0) {
+        f.free_dirty += std::size_t{n} << kSliceShift;
+      } else {
+        f.large_in_use += peek(s.large_usable);
+        ++f.large_blocks;
+      }
     } else if (unsigned cls = peek(s.cls); cls < kNumClasses) {
       class_figures& k = f.cls[cls];
       std::size_t blocks = small_blocks_in_use(s);

@@ -76,6 +76,14 @@ bool check_realloc_small(span* s, void* p) {
   return second_word(static_cast<block*>(p)) != free_key();
 }
 
+// The run cache of h, the calling thread's heap, for a large block of E:
+// none without a heap (before its first call, after its exit hook), nor for
+// a heap of another engine part.
+template <class Engine, class Heap>
+run_cache* runs_of(Engine& e, Heap* h) {
+  return h != &g_empty_heap<typename Engine::config> && h->home == &e.heaps ? &h->runs : nullptr;
+}
+
 }  // namespace front_detail
 
 template <auto& E>
@@ -92,7 +100,8 @@ void* engine_front<E>::alloc_big(std::size_t n, std::size_t align, bool zero) no
     heap_t* h = t_thread<config>.current;
     bool has_heap = h != &g_empty_heap<config>;
     chunk* local_hint = nullptr;
-    p = E.large.alloc(n, align, &zeroed, has_heap ? &h->chunk_hint : &local_hint, has_heap ? &h->st : nullptr);
+    p = E.large.alloc(n, align, &zeroed, has_heap ? &h->chunk_hint : &local_hint, has_heap ? &h->st : nullptr,
+                      front_detail::runs_of(E, h));
   } else {
     p = E.huge.alloc(n, align, &zeroed);
   }
@@ -130,7 +139,11 @@ void engine_front<E>::free_not_owned(span* s, void* p) noexcept {
       o->free(o, p);  // a first-class heap's block
       return;
     }
-    E.large.free(s, p, h == &g_empty_heap<config> ? nullptr : &h->st);
+    run_cache* runs = front_detail::runs_of(E, h);
+    // Its line is cold after the small calls between two large ones: its
+    // miss overlaps the block's checks instead of following them.
+    if (runs) __builtin_prefetch(runs, 1);
+    E.large.free(s, p, h == &g_empty_heap<config> ? nullptr : &h->st, runs, runs ? E.heaps.live_heaps() : 0);
     return;
   }
   front_detail::check_small_block(s, p);

@@ -91,7 +91,7 @@ bool holds_nothing(const thread_heap<C>* h) {
   }
   for (const block_cache& c : h->cache)
     if (cached_blocks(c) != 0) return false;
-  return true;
+  return h->runs.empty();
 }
 
 // A parked heap from the stack, now ours; nullptr if none is parked. An
@@ -273,6 +273,7 @@ void thread_heaps<C>::release(heap_t* h) {
   auto chain = h->inbox.exchange(kInboxClosed, std::memory_order_acquire);
   sort_inbox_chain(h, reinterpret_cast<block*>(chain));
   flush_caches(h);  // the sort may have put blocks in them: back to their spans first
+  chunks_->flush_cached(h->runs, true, &h->st);  // its runs: no thread of its own to reuse them now
   // Empty spans go back (a current one too: a thread that freed all it
   // allocated leaves nothing worth handing over, and its successor may
   // use other classes: threadtest T16 kept 0.3 MB more).
@@ -337,6 +338,15 @@ bool thread_heaps<C>::dissolve_parked(heap_t* grower) {
   if (!h) return false;
   dissolve(h);
   return true;
+}
+
+// Heaps past the count, or not yet constructed, have cached nothing.
+template <class C>
+void thread_heaps<C>::flush_run_caches(bool all) {
+  std::uint32_t n = heap_count_.load(std::memory_order_acquire);
+  for (std::uint32_t i = 0; i < n; ++i)
+    if (constructed_[i / 64].load(std::memory_order_acquire) >> (i % 64) & 1)
+      chunks_->flush_cached(heap_at(i)->runs, all, nullptr);
 }
 
 template <class C>

@@ -80,7 +80,8 @@ bool unguard(span* s, char* p) {
 }  // namespace large_detail
 
 template <class C>
-void* large_runs<C>::alloc(std::size_t n, std::size_t align, bool* zeroed, chunk** hint, stats_t* st) {
+void* large_runs<C>::alloc(std::size_t n, std::size_t align, bool* zeroed, chunk** hint, stats_t* st,
+                           run_cache* runs) {
   // Slices start 64 KiB aligned; a larger alignment needs slack in the run.
   // A guarded config's block starts past a guard page, at a multiple of the
   // alignment (of the page at least): at most max(page, align) into the
@@ -90,7 +91,11 @@ void* large_runs<C>::alloc(std::size_t n, std::size_t align, bool* zeroed, chunk
   if constexpr (has_guard_pages<C>()) lead = align > page ? align : page;
   std::size_t guard = has_guard_pages<C>() ? page : 0;  // room for the guard after it
   std::size_t nslices = (n + guard + lead + kSliceSize - 1) >> kSliceShift;
-  span* s = chunks_->take_span(static_cast<unsigned>(nslices), hint, st);
+  span* s = nullptr;
+  if constexpr (!has_guard_pages<C>())
+    if (runs && nslices <= kRunCacheMaxRunSlices) s = chunks_->take_cached(*runs, static_cast<unsigned>(nslices));
+  bool cached = s != nullptr;
+  if (!s) s = chunks_->take_span(static_cast<unsigned>(nslices), hint, st);
   if (!s) {
     errno = ENOMEM;
     return nullptr;
@@ -117,8 +122,12 @@ void* large_runs<C>::alloc(std::size_t n, std::size_t align, bool* zeroed, chunk
   // Slices a small span gave back may hold, where this block starts, a free
   // block's link and the free key: cleared, as take_head clears a small
   // block's (docs/security.md, "A fresh block's first words hold no heap
-  // address"). Known-zero memory is left untouched.
-  if (!s->zeroed) __builtin_memset(p, 0, 2 * sizeof(void*));
+  // address"). Known-zero memory is left untouched, and so is a cached run
+  // at its start: only a block that began there is cached (free, below),
+  // and what its first words hold since this clear is its user's data. The
+  // store was a cold line's miss in malloc (architecture.md, layer 6); the
+  // program's own first write now takes it.
+  if (!s->zeroed && !(cached && p == s->start)) __builtin_memset(p, 0, 2 * sizeof(void*));
   return p;
 }
 
@@ -134,7 +143,7 @@ __attribute__((always_inline)) inline void large_runs<C>::check_live(const span*
 }
 
 template <class C>
-void large_runs<C>::free(span* s, void* p, stats_t* st) {
+void large_runs<C>::free(span* s, void* p, stats_t* st, run_cache* runs, std::uint32_t heaps) {
   check_live(s, p, "free");
   s->set_used(0);
   if constexpr (has_guard_pages<C>()) {
@@ -142,6 +151,9 @@ void large_runs<C>::free(span* s, void* p, stats_t* st) {
     // `used` bits set, never released), a leak of at most 2 MiB rather than a
     // block that faults. A second free of p is still a double free (used 0).
     if (!large_detail::unguard<C>(s, static_cast<char*>(p))) return;
+  } else if (runs && p == s->start && s->nslices <= kRunCacheMaxRunSlices &&
+             chunks_->keep_cached(*runs, s, run_cache_budget(heaps))) {
+    return;  // still taken: a second free of p finds `used` 0
   }
   chunks_->release_span(s, st);
 }

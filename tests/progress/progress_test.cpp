@@ -171,6 +171,15 @@ void victim() {
   std::memset(huge, 3, 40u << 20);        // resident whole, as a reused block's tail must be to split
   tenon_free(huge);
   tenon_free(tenon_malloc(8u << 20));  // reuses the 40 MiB block: huge.cache.split
+  // A large block's run kept in this thread's run cache at its free, taken
+  // again by the next of its size (runs.take), kept again, and flushed back
+  // to the arena by the trim (runs.flush).
+  void* run = tenon_malloc(100000);
+  fill(run, 100000, 6);
+  tenon_free(run);
+  run = tenon_malloc(100000);
+  fill(run, 100000, 7);
+  tenon_free(run);
   tenon_malloc_trim(0);  // chunk.purge
   // Leave full spans behind at exit (the heap is parked with them: stack.push).
   for (int i = 0; i < 3000; ++i) mine.push_back(tenon_malloc(128));

@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "tenon/arena/chunk.h"
+#include "tenon/arena/run_cache.h"
 #include "tenon/common/config.h"
 #include "tenon/common/stats.h"
 #include "tenon/platform/options.h"
@@ -35,6 +36,14 @@ void prefault_fresh(void* p, std::size_t bytes, std::size_t size) {
   std::uint32_t threshold = options().populate;
   if (threshold != 0 && size >= threshold) Platform::populate(p, bytes);
 }
+
+namespace arena_detail {
+// purger_state_: kRunning stays set in a fork child, which has no purger: it
+// is never restarted there (a child of a multithreaded process cannot tell
+// that it is alone; its memory is purged on allocator activity, as without
+// the thread).
+enum : int { kNotStarted, kStarting, kRunning, kFailed };
+}  // namespace arena_detail
 
 template <class C>
 class arena {
@@ -59,8 +68,21 @@ class arena {
   // (the request, or a small span's bytes) reaches the option's threshold.
   void prefault(const span* s, void* p, std::size_t bytes, std::size_t size);
 
-  // Give a span's slices back; its pages stay committed until the purge delay.
-  void release_span(span* s, stats_t* st);
+  // Give a span's slices back; its pages stay committed until the purge
+  // delay, counted from `idle_ms` before now (a run that waited unused in a
+  // run cache has been idle that long already).
+  void release_span(span* s, stats_t* st, std::uint32_t idle_ms = 0);
+
+  // A thread heap's run cache (run_cache.h, src/arena/run_cache.ipp). By its
+  // owner: a run of `nslices` slices out of rc, or nullptr; and s, a large
+  // block's run just freed, into rc if rc then holds at most `budget`
+  // slices, else false (the caller releases it).
+  span* take_cached(run_cache& rc, unsigned nslices);
+  bool keep_cached(run_cache& rc, span* s, unsigned budget);
+  // By any thread: every run of rc back to the arena (`all`: malloc_trim,
+  // the heap's release at its thread's exit), or (the purge pass's expiry)
+  // those aged by an earlier pass, setting the aged bit of the others.
+  void flush_cached(run_cache& rc, bool all, stats_t* st);
 
   // Purge pass: drop the pages of slices free for longer than the delay (all
   // free slices when `force`) and of those the dirty cap marked (release.ipp),
@@ -103,6 +125,11 @@ class arena {
   unsigned purge_run(chunk* c, unsigned first, unsigned n, stats_t* st);
   void mark_over_cap(chunk* c, std::uint64_t keep, std::uint32_t now);
   void count_kept(std::int64_t slices);
+  // Whether count_kept may still count: one relaxed load, so that a caller
+  // need not work out a count that would be thrown away.
+  bool may_count_kept() const {
+    return purger_state_.load(std::memory_order_relaxed) == arena_detail::kNotStarted;
+  }
   void trim_marked(chunk* c, std::uint32_t now, stats_t* st);
   void purge_due_by(std::uint32_t when);
   std::uint64_t oldest_past_grace(chunk* c, std::uint64_t candidates, unsigned want, std::uint32_t now);

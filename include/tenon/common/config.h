@@ -183,6 +183,19 @@ constexpr std::uint32_t kParkedGraceMs = 50;
 constexpr std::size_t kBlockCacheBudgetBytes = 2048 * 1024;
 constexpr std::size_t kBlockCacheMaxClassBytes = 512 * 1024;
 
+// Each thread heap keeps a few runs of slices that its thread's frees of
+// large blocks gave up, for its next large blocks of the same slice count
+// (arena/run_cache.h): a large free and malloc then touch no word that other
+// threads write (the chunk's occupancy and dirty words). At most
+// kRunCacheSlots runs of at most kRunCacheMaxRunSlices slices each, and at
+// most a heap's share of kRunCacheBudgetSlices (divided among the heaps
+// attached to threads) between 1 and kRunCacheHeapSlices slices in all.
+// Figures in architecture.md, layer 6.
+constexpr unsigned kRunCacheSlots = 8;
+constexpr unsigned kRunCacheMaxRunSlices = 4;
+constexpr unsigned kRunCacheHeapSlices = 8;
+constexpr unsigned kRunCacheBudgetSlices = 32;
+
 // Remote frees bound for one owner heap are gathered by the freeing thread
 // (in an outbox) up to this many blocks before they go to its inbox in one CAS.
 constexpr unsigned kRemoteBatchMax = 64;

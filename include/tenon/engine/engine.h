@@ -29,7 +29,7 @@ template <class C>
 struct engine {
   using config = C;
 
-  arena<C> chunks{&huge_maps<C>::purge_hook, &huge};
+  arena<C> chunks{&engine::purge_hook, this};
   thread_heaps<C> heaps{chunks};
   large_runs<C> large{chunks};
   huge_maps<C> huge{chunks};
@@ -41,6 +41,12 @@ struct engine {
   void figures(memory_figures& f, typename C::stats& counts);
   // The figures and every counter to stderr, without allocating.
   void print_stats();
+
+ private:
+  // Each purge pass's hook (arena::purge): the heaps' run caches expire
+  // (their idle runs go back to the arena, purged by a later pass), then the
+  // huge cache's. True if the huge cache gave memory back.
+  static bool purge_hook(void* self);
 };
 
 // libtenon's own config: Linux, plain links, lock-free, counters.

@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "tenon/arena/chunk.h"
+#include "tenon/arena/run_cache.h"
 #include "tenon/common/checks.h"
 #include "tenon/common/size_classes.h"
 #include "tenon/heap/block_cache.h"
@@ -83,6 +84,10 @@ struct thread_heap {
   thread_heaps<C>* home = nullptr;           // the engine part it belongs to
   typename C::stats st{};
   block_cache cache[kCachedClasses];  // classes with few blocks a span (block_cache.h)
+  // Runs of this thread's freed large blocks, for its next ones (layer 4's
+  // run_cache.h; filled and taken by the front end's large path). Its own
+  // line: other threads write it only to flush it.
+  run_cache runs;
 
   constexpr thread_heap() {
     for (auto& c : current) c = &g_empty_span;

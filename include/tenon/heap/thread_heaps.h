@@ -58,6 +58,15 @@ class thread_heaps {
   // Sum of every heap's statistics, and the shared counts, into `out`.
   void sum_stats(stats_t& out);
 
+  // Every heap's run cache (arena/run_cache.h) back to the arena, from any
+  // thread: all of it (`all`: malloc_trim), or what a purge pass before
+  // this one found there (the pass's expiry, arena::flush_cached).
+  void flush_run_caches(bool all);
+
+  // Heaps attached to threads now (relaxed: a heuristic for the caches'
+  // shares of their budgets).
+  std::uint32_t live_heaps() const { return live_heaps_.load(std::memory_order_relaxed); }
+
   arena<C>& chunks() { return *chunks_; }
 
   // --- heaps not bound to a thread (first-class heaps, src/frontend/heaps.cpp)

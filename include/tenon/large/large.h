@@ -17,15 +17,18 @@ class large_runs {
 
   constexpr explicit large_runs(arena<C>& chunks) : chunks_(&chunks) {}
 
-  // A block of n bytes at a multiple of align (a power of two), from slices
-  // near *hint. nullptr (errno ENOMEM) when memory cannot be had. *zeroed
-  // tells whether the block is known to read as zeros (calloc skips its
-  // memset).
-  void* alloc(std::size_t n, std::size_t align, bool* zeroed, chunk** hint, stats_t* st);
-  // Frees p, a pointer into span s. Ends the program (report_misuse) unless
-  // p is s's block and it is live: a second free of it finds `used` 0 or its
-  // slices no longer taken; any other pointer is not s's block.
-  void free(span* s, void* p, stats_t* st);
+  // A block of n bytes at a multiple of align (a power of two), from a run
+  // of the calling thread's run cache `runs` (nullptr: none) or slices near
+  // *hint. nullptr (errno ENOMEM) when memory cannot be had. *zeroed tells
+  // whether the block is known to read as zeros (calloc skips its memset).
+  void* alloc(std::size_t n, std::size_t align, bool* zeroed, chunk** hint, stats_t* st, run_cache* runs = nullptr);
+  // Frees p, a pointer into span s: its run into the calling thread's run
+  // cache `runs` if it fits there (the share of `heaps` attached heaps,
+  // run_cache_budget), else back to the arena. Ends the program (report_misuse) unless p is s's block and it is
+  // live: a second free of it finds `used` 0 or its slices no longer taken;
+  // any other pointer is not s's block. Guarded configs cache no run (a
+  // block's guards and its quarantine's wait come with a fresh run).
+  void free(span* s, void* p, stats_t* st, run_cache* runs = nullptr, std::uint32_t heaps = 0);
   // Ends the program (report_misuse, naming `op`) unless p is s's block and
   // it is live: what free checks first, and realloc before it keeps or
   // copies the block.
