@@ -10,6 +10,8 @@
 #include <tenon/tenon.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -72,6 +74,43 @@ TEST(FreeKeyDeathTest, DoubleFreeThroughInboxCaughtAtDrain) {
         tenon_free(p);
         void* q = tenon_malloc(3000);  // the slow path that sorts the inbox
         (void)q;
+      },
+      testing::KilledBySignal(SIGABRT), kDoubleFree);
+}
+
+// The same, the report at the bad free itself (issue 11's gaps, item 4):
+// the block that waits in the inbox holds the key, stored by the thread
+// that freed it into its batch, so the owner's second free finds it. Until
+// 2026-11-27 (branch gap) the second free found no key and put p on its
+// span's list, overwriting the batch's link; only a later sort of the inbox
+// could tell, and a program that exits, or never allocates on a slow path
+// again, was never told.
+TEST(FreeKeyDeathTest, DoubleFreeThroughInboxCaughtAtTheFree) {
+  EXPECT_EXIT(
+      {
+        void* p = tenon_malloc(64);
+        std::thread([p] { tenon_free(p); }).join();
+        tenon_free(p);
+        std::fprintf(stderr, "not reported at the second free\n");
+        std::_Exit(0);
+      },
+      testing::KilledBySignal(SIGABRT), kDoubleFree);
+}
+
+// And a malloc of the class between the second free and the sort, which
+// took p back from the span's list (clearing the key the second free had
+// stored): missed before, p then handed out twice.
+TEST(FreeKeyDeathTest, DoubleFreeThroughInboxThenMallocOfTheClass) {
+  EXPECT_EXIT(
+      {
+        void* p = tenon_malloc(64);
+        std::thread([p] { tenon_free(p); }).join();
+        tenon_free(p);
+        void* q = tenon_malloc(64);    // p, from the span's list
+        void* r = tenon_malloc(3000);  // the slow path that sorts the inbox: p on the list again
+        void* s = tenon_malloc(64);
+        std::fprintf(stderr, "not reported: p %p, then %p and %p (r %p)\n", p, q, s, r);
+        std::_Exit(0);
       },
       testing::KilledBySignal(SIGABRT), kDoubleFree);
 }
