@@ -71,6 +71,9 @@
  *                    which push it out of the secure quarantine; ACCESS
  *                    before OP of it again: free, realloc (to N + 1) or
  *                    usable (malloc_usable_size), which must be reported
+ *   large_double_free:N  a block of N bytes freed, then, with no allocation
+ *                    of the program's between, freed again (ACCESS before):
+ *                    must be reported
  *   remote_after_wait:N  a block of N bytes from malloc, freed by another
  *                    thread, which then frees 100 blocks of its own (p
  *                    leaves that thread's quarantine for the engine, a
@@ -454,6 +457,17 @@ int main(int argc, char** argv) {
     fflush(stdout);
     ((volatile char*)p)[at] ^= 1;
     for (size_t i = 0; i < kOthers; ++i) free(others[i]);
+    printf("DONE\n");
+  } else if (!strncmp(c, "large_double_free:", 18)) {
+    size_t n = strtoul(c + 18, NULL, 10);
+    printf("NOTE large_double_free %zu\n", n);
+    char* p = malloc(n);
+    if (!p) return 2;
+    memset(p, 0x5a, n);
+    free(p);
+    printf("ACCESS free %p again (%zu bytes)\n", (void*)p, n);
+    fflush(stdout);
+    free(p);
     printf("DONE\n");
   } else if (!strncmp(c, "remote_after_wait:", 18)) {
     size_t n = strtoul(c + 18, NULL, 10);

@@ -103,6 +103,7 @@ class arena {
   unsigned purge_run(chunk* c, unsigned first, unsigned n, stats_t* st);
   void mark_over_cap(chunk* c, std::uint64_t keep, std::uint32_t now);
   void count_kept(std::int64_t slices);
+  void start_purger_before_release(unsigned n);
   void trim_marked(chunk* c, std::uint32_t now, stats_t* st);
   void purge_due_by(std::uint32_t when);
   std::uint64_t oldest_past_grace(chunk* c, std::uint64_t candidates, unsigned want, std::uint32_t now);
