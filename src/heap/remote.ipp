@@ -165,10 +165,11 @@ void thread_heaps<C>::free_remote(heap_t* h, span* s, block* b) {
 
 // b joins the batch ob has started for b's owner; handed over when full.
 // The block this thread freed last for that owner, freed again, is a double
-// free in a row. A repeat further back in the batch closes a cycle, which
-// the owner's free key reports when it sorts the batch (heap.h); where the
-// repeated block began the batch, its link (null until the delivery) is
-// what tells, and flush_outbox reports it before delivering.
+// free in a row (also caught by the key, which free_remote tests first). A
+// repeat further back holds the key its first free stored here and is
+// reported before it joins (free_remote_slow); flush_outbox's test of the
+// batch's first block (its link, null until the delivery) stays for a
+// program that wrote into a freed block's first words.
 template <class C>
 __attribute__((always_inline)) inline void thread_heaps<C>::join_batch(heap_t* h, outbox& ob, span* s, block* b) {
   // The fields are read once into locals: the stores into the block (which
@@ -183,6 +184,9 @@ __attribute__((always_inline)) inline void thread_heaps<C>::join_batch(heap_t* h
   ob.count = ++n;
   // The key, as on every list of free blocks (free_key.h): a second free of
   // b, by its owner, onto a CPU's stack or by another thread, finds it.
+  // (Stored after the outbox's fields and with the key read again: the
+  // other orders cost the path more, the stores into the block may alias
+  // the outbox.)
   second_word(b) = free_key();
   if (s->block_size > 16) third_word(b) = reinterpret_cast<std::uintptr_t>(ahead);
   C::links::set_next(b, head, s);
