@@ -45,11 +45,13 @@ struct class_lists {
 // lesson of the cross-thread-free benchmarks: batch per owner, not per span).
 //
 // The owner's walk over a batch is a chain of loads from lines another core
-// wrote last, each waiting for the one before. So a block joining a batch
-// gets, in its second word, the block that joined kOutboxAhead frees before
-// it (that far down the chain: `ahead` holds the last kOutboxAhead to join),
-// and the walk prefetches it: kOutboxAhead misses in flight instead of one.
-// The owner writes the free key over that word when it sorts the block.
+// wrote last, each waiting for the one before. So a block of 32 bytes or
+// more joining a batch gets, in its third word, the block that joined
+// kOutboxAhead frees before it (that far down the chain: `ahead` holds the
+// last kOutboxAhead to join), and the walk prefetches it: kOutboxAhead
+// misses in flight instead of one. Its second word holds the free key
+// (free_key.h), as on every list of free blocks; a 16-byte block has no
+// third word and is not prefetched.
 constexpr unsigned kOutboxAhead = 8;
 struct outbox {
   void* dest = nullptr;  // the destination heap (a thread_heap<C>)
