@@ -40,7 +40,7 @@ struct handfused : default_allocator {
         if (__builtin_expect(offset * s->block_mult >= s->carved_limit, 0)) report_not_carved_block(s, b);
         // The free key (heap/free_key.h), as free_to_own_span checks it.
         std::uint64_t key = free_key();
-        if (__builtin_expect(second_word(b) == key, 0)) return free_keyed<config>(g_default_engine.heaps, h, s, b);
+        if (__builtin_expect(second_word(b) == key, 0)) return report_keyed(s, b);
         b->next = s->free;
         second_word(b) = key;
         s->free = b;

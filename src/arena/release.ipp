@@ -17,6 +17,7 @@ void arena<C>::release_span(span* s, stats_t* st, std::uint32_t idle_ms) {
   std::uint64_t mask = slice_bits::run_mask(first, n);
   TENON_CHECK(n >= 1 && first >= 1 && first + n <= kSlicesPerChunk);
   TENON_CHECK((c->used.load(std::memory_order_relaxed) & mask) == mask);
+  start_purger_before_release(n);
   std::uint32_t now = C::platform::now_ms();
   {
     [[maybe_unused]] section<typename C::sync, shared_structure::chunks> guard;

@@ -59,21 +59,14 @@ inline void check_small_block(const span* s, const void* p) {
 }
 
 // realloc of p in small span s must name a live block: a block start (one
-// the owner carved, when the caller owns s) that is not on the owner's free
-// lists. The key is confirmed by a walk of those lists only when the caller
-// owns them. Whether p may stay in place: not a block holding the key that
-// another thread owns, which is moved instead, so that its free reaches the
-// owner, whose sort reports it if it was freed (kept in place, it would be
-// handed out again from the owner's list).
+// the owner carved, when the caller owns s) that does not hold the free key
+// (free_key.h: a free block holds it wherever it waits).
 template <class C>
-bool check_realloc_small(span* s, void* p) {
+void check_realloc_small(span* s, void* p) {
   auto* h = t_thread<C>.current;
-  if (s->owner.load(std::memory_order_relaxed) == h) {
-    check_realloc_own(h, s, p);
-    return true;
-  }
+  if (s->owner.load(std::memory_order_relaxed) == h) return check_realloc_own(h, s, p);
   if (!s->starts_block(p)) report_misuse("realloc", p, "invalid pointer (not the start of a block)", s->block_size);
-  return second_word(static_cast<block*>(p)) != free_key();
+  if (second_word(static_cast<block*>(p)) == free_key()) report_misuse("realloc", p, "double free", s->block_size);
 }
 
 // The run cache of h, the calling thread's heap, for a large block of E:
@@ -208,8 +201,8 @@ void* engine_front<E>::realloc_slow(void* p, std::size_t n) noexcept {
       if (n > kMaxSmall && n >= room / 4 && large_runs<config>::resize(s, p, n)) return p;
       old = room;
     } else {
-      bool may_stay = front_detail::check_realloc_small<config>(s, p);
-      if (may_stay && n <= s->block_size && n >= s->block_size / 2) return p;  // as realloc's inline test
+      front_detail::check_realloc_small<config>(s, p);
+      if (n <= s->block_size && n >= s->block_size / 2) return p;  // as realloc's inline test
       old = s->block_size;
     }
   } else if (huge_header* h = huge_lookup(p)) {

@@ -47,18 +47,20 @@ void thread_heaps<C>::push_remote(span* s, block* head, block* tail, std::uint32
 // Sort a chain taken from our inbox into our spans. A block whose span we no
 // longer own (we gave it up, or it was freed to us after our thread's exit
 // and a new thread now uses this heap) goes to that span's own remote list.
-// The block kOutboxAhead further down, which a batch's block names in its
-// second word (outbox), is prefetched first; a block that names no such
-// block (a batch's first, one delivered alone) holds null or the program's
-// data there, and a prefetch of any address is harmless.
+// Every block holds the free key (the freeing thread stored it), which
+// sort_to_own_span does not test. The block kOutboxAhead further down,
+// which a batch's block of 32 bytes or more names in its third word
+// (outbox), is prefetched first; a block that names no such block (a
+// batch's first, one delivered alone) holds the program's data there, and
+// a prefetch of any address is harmless. A 16-byte block has no third word.
 template <class C>
 void thread_heaps<C>::sort_inbox_chain(heap_t* h, block* b) {
   while (b) {
-    __builtin_prefetch(reinterpret_cast<const void*>(static_cast<std::uintptr_t>(second_word(b))), 1);
     span* s = lookup::span_of(b);
+    if (s->block_size > 16) __builtin_prefetch(reinterpret_cast<const void*>(static_cast<std::uintptr_t>(third_word(b))), 1);
     block* next = C::links::next(b, s);
     if (s->owner.load(std::memory_order_relaxed) == h) {
-      free_to_own_span(*this, h, s, b);
+      sort_to_own_span(*this, h, s, b);
     } else {
       C::links::set_next(b, nullptr, s);
       push_remote(s, b, b, 1, &h->st);
@@ -151,9 +153,8 @@ void thread_heaps<C>::free_remote(heap_t* h, span* s, block* b) {
   // ours (our own blocks never enter an outbox) and never null: the empty
   // heap's outboxes stay empty, and an unowned span's null owner matches
   // no started batch.
-  // A block holding the free key may be free already: it goes alone, its
-  // second word as it is, for the owner's check (free_to_own_span), which a
-  // batch's use of that word (outbox) would hide.
+  // A block holding the free key is free already (free_key.h): reported in
+  // free_remote_slow.
   if (__builtin_expect(ob.dest != dest || ob.count == 0 || second_word(b) == free_key(), 0)) {
     free_remote_slow(h, s, b);
     return;
@@ -164,10 +165,11 @@ void thread_heaps<C>::free_remote(heap_t* h, span* s, block* b) {
 
 // b joins the batch ob has started for b's owner; handed over when full.
 // The block this thread freed last for that owner, freed again, is a double
-// free in a row. A repeat further back in the batch closes a cycle, which
-// the owner's free key reports when it sorts the batch (heap.h); where the
-// repeated block began the batch, its link (null until the delivery) is
-// what tells, and flush_outbox reports it before delivering.
+// free in a row (also caught by the key, which free_remote tests first). A
+// repeat further back holds the key its first free stored here and is
+// reported before it joins (free_remote_slow); flush_outbox's test of the
+// batch's first block (its link, null until the delivery) stays for a
+// program that wrote into a freed block's first words.
 template <class C>
 __attribute__((always_inline)) inline void thread_heaps<C>::join_batch(heap_t* h, outbox& ob, span* s, block* b) {
   // The fields are read once into locals: the stores into the block (which
@@ -180,7 +182,13 @@ __attribute__((always_inline)) inline void thread_heaps<C>::join_batch(heap_t* h
   earlier = b;
   ob.head = b;
   ob.count = ++n;
-  second_word(b) = reinterpret_cast<std::uintptr_t>(ahead);
+  // The key, as on every list of free blocks (free_key.h): a second free of
+  // b, by its owner, onto a CPU's stack or by another thread, finds it.
+  // (Stored after the outbox's fields and with the key read again: the
+  // other orders cost the path more, the stores into the block may alias
+  // the outbox.)
+  second_word(b) = free_key();
+  if (s->block_size > 16) third_word(b) = reinterpret_cast<std::uintptr_t>(ahead);
   C::links::set_next(b, head, s);
   if (n >= kRemoteBatchMax) flush_outbox(h, ob);
 }
@@ -192,6 +200,8 @@ void thread_heaps<C>::free_remote_slow(heap_t* h, span* s, block* b) {
   // not once its heap was released at exit, nor when no heap is to be had.
   // Its first free: the heap that owns the block, if that one is parked,
   // becomes this thread's (attach).
+  // Free already: it holds the key (free_key.h), wherever it waits.
+  if (second_word(b) == free_key()) report_misuse("free", b, "double free", s->block_size);
   void* dest = s->owner.load(std::memory_order_acquire);  // as in free_remote
   if (h == &g_empty_heap<C>) {
     if (t_thread<C>.released || !(h = attach(dest, true))) {
@@ -209,17 +219,13 @@ void thread_heaps<C>::free_remote_slow(heap_t* h, span* s, block* b) {
     free_to_own_span(*this, h, s, b);
     return;
   }
+  second_word(b) = free_key();  // on every list of free blocks (free_key.h)
   if (!dest) {  // an unowned span (its thread exited): straight to its list
     C::links::set_next(b, nullptr, s);
     push_remote(s, b, b, 1, &h->st);
     return;
   }
   outbox& ob = h->out[outbox_slot(dest, sizeof(heap_t))];
-  if (second_word(b) == free_key()) {  // see free_remote: alone, the key kept
-    C::links::set_next(b, nullptr, s);
-    deliver(static_cast<heap_t*>(dest), b, b, &h->st);
-    return;
-  }
   if (ob.dest != dest || ob.count == 0) {
     // A heap of another engine part (a first-class heap's): straight to its
     // inbox, never batched, so that no outbox holds a block of it when that
@@ -237,7 +243,6 @@ void thread_heaps<C>::free_remote_slow(heap_t* h, span* s, block* b) {
     C::links::set_next(b, nullptr, s);
     ob.head = ob.tail = b;
     ob.count = 1;
-    second_word(b) = 0;  // nothing ahead of a batch's first block
     ob.ahead[0] = b;
     for (unsigned i = 1; i < kOutboxAhead; ++i) ob.ahead[i] = nullptr;
     h->out_pending |= 1u << (&ob - h->out);

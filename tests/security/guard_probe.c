@@ -71,6 +71,15 @@
  *                    which push it out of the secure quarantine; ACCESS
  *                    before OP of it again: free, realloc (to N + 1) or
  *                    usable (malloc_usable_size), which must be reported
+ *   large_double_free:N  a block of N bytes freed, then, with no allocation
+ *                    of the program's between, freed again (ACCESS before):
+ *                    must be reported
+ *   remote_after_wait:N  a block of N bytes from malloc, freed by another
+ *                    thread, which then frees 100 blocks of its own (p
+ *                    leaves that thread's quarantine for the engine, a
+ *                    remote free into this thread's inbox) and exits; ACCESS
+ *                    before p is freed again here, before any allocation
+ *                    could sort the inbox: must be reported as a double free
  *   aligned_write_after_free:F:A:N:K  a block of N bytes from F at
  *                    alignment A (100 more allocated and held), freed; ACCESS
  *                    before a one-byte write at offset K of it; then the 100
@@ -313,6 +322,16 @@ static int many_waiting_large(void) {
   return 0;
 }
 
+static size_t g_remote_n;
+static void* free_then_hundred(void* arg) {
+  free(arg);
+  char* own[100];
+  for (size_t i = 0; i < 100; ++i)
+    if (!(own[i] = malloc(g_remote_n))) exit(2);
+  for (size_t i = 0; i < 100; ++i) free(own[i]);
+  return NULL;
+}
+
 int main(int argc, char** argv) {
   const char* c = argc > 1 ? argv[1] : "";
   if (!strcmp(c, "large_overflow")) {
@@ -438,6 +457,33 @@ int main(int argc, char** argv) {
     fflush(stdout);
     ((volatile char*)p)[at] ^= 1;
     for (size_t i = 0; i < kOthers; ++i) free(others[i]);
+    printf("DONE\n");
+  } else if (!strncmp(c, "large_double_free:", 18)) {
+    size_t n = strtoul(c + 18, NULL, 10);
+    printf("NOTE large_double_free %zu\n", n);
+    char* p = malloc(n);
+    if (!p) return 2;
+    memset(p, 0x5a, n);
+    free(p);
+    printf("ACCESS free %p again (%zu bytes)\n", (void*)p, n);
+    fflush(stdout);
+    free(p);
+    printf("DONE\n");
+  } else if (!strncmp(c, "remote_after_wait:", 18)) {
+    size_t n = strtoul(c + 18, NULL, 10);
+    if (n == 0) return 2;
+    printf("NOTE remote_after_wait %zu\n", n);
+    free(malloc(8));
+    char* p = malloc(n);
+    char* keep = malloc(n); /* p's span keeps a live block */
+    if (!p || !keep) return 2;
+    memset(p, 0x5a, n);
+    g_remote_n = n;
+    pthread_t t;
+    if (pthread_create(&t, NULL, free_then_hundred, p) || pthread_join(t, NULL)) return 2;
+    printf("ACCESS free %p again (%zu bytes, freed by another thread)\n", (void*)p, n);
+    fflush(stdout);
+    free(p);
     printf("DONE\n");
   } else if (!strncmp(c, "after_wait:", 11)) {
     char how[16];

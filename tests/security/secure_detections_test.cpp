@@ -169,6 +169,20 @@ TEST(SecureDetects, SecondCallAfterTheQuarantineSaysFreed) {
   unsetenv("TENON_BACKGROUND_PURGE");
 }
 
+// A small block freed by a thread that does not own it, past that thread's
+// quarantine, waits in its owner's inbox; a second free before the owner
+// sorts it must say "double free" (issue 11's gaps, item 2). Until
+// 2026-11-27 (branch gap) the block held the batch's link and prefetch
+// pointer there, no key, and the report said "invalid pointer".
+TEST(SecureDetects, DoubleFreeOfABlockWaitingInItsOwnersInbox) {
+  setenv("TENON_BACKGROUND_PURGE", "0", 1);
+  for (const char* n : {"24", "100", "4000"}) {
+    std::string c = std::string("remote_after_wait:") + n;
+    expect_stop_at_call(TENON_GUARD_PROBE_PROGRAM, c.c_str(), "tenon: free\\(0x[0-9a-f]+\\): double free");
+  }
+  unsetenv("TENON_BACKGROUND_PURGE");
+}
+
 // A write after free into the first 4 KiB of a small aligned block is found
 // when it leaves the quarantine, as a plain block's is. Its p lies `align`
 // bytes into its inner block, and until 2026-11-27 (fifth session) the

@@ -10,6 +10,8 @@
 // change that adds its detection.
 #include <signal.h>
 
+#include <string>
+
 #include "misuse_runner.h"
 
 namespace tenon_test {
@@ -23,6 +25,20 @@ TENON_STOPS(DoubleFree8, "double_free_8")
 TENON_STOPS(DoubleFree4K, "double_free_4k")
 TENON_STOPS(DoubleFree256K, "double_free_256k")
 TENON_STOPS(DoubleFree4M, "double_free_4m")
+
+// A large block freed twice with no allocation of the program's between
+// (issue 11's gaps, item 3). Until 2026-11-27 (branch gap) a block whose
+// free kept 16 slices or more resident (1,000,000 bytes) started the
+// background purger thread there, after its run's slices were free again,
+// and pthread_create's calloc (the new thread's DTV, 288 bytes) formed a
+// small span on them whose first block was p: the second free freed that
+// live block, unreported (malloc_usable_size(p) said 320 in between).
+TEST(TenonDetects, DoubleFreeOfALargeBlockThatStartsThePurger) {
+  for (const char* n : {"1000000", "1500000"}) {
+    std::string c = std::string("large_double_free:") + n;
+    expect_tenon_stops(TENON_PRELOAD_LIBRARY, TENON_GUARD_PROBE_PROGRAM, c.c_str());
+  }
+}
 
 // free(p); free(q); free(p): p is no longer the last block freed.
 TENON_STOPS(DoubleFreeDelayed8, "double_free_delayed_8")

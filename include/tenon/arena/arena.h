@@ -130,6 +130,7 @@ class arena {
   bool may_count_kept() const {
     return purger_state_.load(std::memory_order_relaxed) == arena_detail::kNotStarted;
   }
+  void start_purger_before_release(unsigned n);
   void trim_marked(chunk* c, std::uint32_t now, stats_t* st);
   void purge_due_by(std::uint32_t when);
   std::uint64_t oldest_past_grace(chunk* c, std::uint64_t candidates, unsigned want, std::uint32_t now);

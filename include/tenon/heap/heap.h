@@ -46,11 +46,13 @@ struct class_lists {
 // lesson of the cross-thread-free benchmarks: batch per owner, not per span).
 //
 // The owner's walk over a batch is a chain of loads from lines another core
-// wrote last, each waiting for the one before. So a block joining a batch
-// gets, in its second word, the block that joined kOutboxAhead frees before
-// it (that far down the chain: `ahead` holds the last kOutboxAhead to join),
-// and the walk prefetches it: kOutboxAhead misses in flight instead of one.
-// The owner writes the free key over that word when it sorts the block.
+// wrote last, each waiting for the one before. So a block of 32 bytes or
+// more joining a batch gets, in its third word, the block that joined
+// kOutboxAhead frees before it (that far down the chain: `ahead` holds the
+// last kOutboxAhead to join), and the walk prefetches it: kOutboxAhead
+// misses in flight instead of one. Its second word holds the free key
+// (free_key.h), as on every list of free blocks; a 16-byte block has no
+// third word and is not prefetched.
 constexpr unsigned kOutboxAhead = 8;
 struct outbox {
   void* dest = nullptr;  // the destination heap (a thread_heap<C>)
@@ -172,50 +174,25 @@ __attribute__((always_inline)) inline void push_local_free(thread_heaps<C>& home
   if (__builtin_expect(--s->until_slow < 0, 0)) home.local_free_slow(h, s);  // used < low_mark
 }
 
-// Whether b, a block of s (a span h owns) whose second word holds the free
-// key, is freed already: on s's local free list or in h's block cache of its
-// class, the only lists whose blocks carry the key. Both are the owner's and
-// bounded (the span's capacity, the cache's count), so the walk ends and
-// waits for nobody. Not found: a live block whose data equals the key.
-template <class C>
-bool freed_already(thread_heap<C>* h, span* s, const block* b) {
-  std::uint32_t n = 0;
-  for (block* f = s->free; f && n <= s->capacity; f = C::links::next(f, s), ++n)
-    if (f == b) return true;
-  if (unsigned i = kBlockCache.slot[s->cls]; i != block_cache_detail::kNone) {
-    block_cache& c = h->cache[i];
-    n = 0;
-    for (block* f = c.front.free; f && n <= cached_blocks(c); f = C::links::next(f, &c.front), ++n)
-      if (f == b) return true;
-  }
-  return false;
-}
-
 // realloc of p, a block of small span s that heap h owns (the thread heaps'
 // realloc, engine_front; a first-class heap's, heaps.cpp): p must start a
-// block s carved and must not wait on h's free lists. Kept in place, a freed
-// block would be handed out again by the next malloc; an interior pointer
-// would be taken for a block.
+// block s carved and must not be free. Kept in place, a freed block would
+// be handed out again by the next malloc; an interior pointer would be
+// taken for a block.
 template <class C>
-void check_realloc_own(thread_heap<C>* h, span* s, void* p) {
+void check_realloc_own(thread_heap<C>*, span* s, void* p) {
   if (!s->starts_carved_block(p))
     report_misuse("realloc", p, "invalid pointer (not the start of a block)", s->block_size);
-  auto* b = static_cast<block*>(p);
-  if (second_word(b) == free_key() && (freed_already(h, s, b) || freed_elsewhere(s->cls, b)))
-    report_misuse("realloc", p, "double free", s->block_size);
+  if (second_word(static_cast<block*>(p)) == free_key()) report_misuse("realloc", p, "double free", s->block_size);
 }
 
-// The owner's free that found the key in b: the whole free, not only the
-// check: a call that returned to the fast path cost that path a stack frame
-// (10 instructions).
-template <class C>
-[[gnu::cold, gnu::noinline]] void free_keyed(thread_heaps<C>& home, thread_heap<C>* h, span* s, block* b) {
-  // Not on the owner's lists: it may wait in a CPU's stack (free_key.h,
-  // freed_elsewhere), its first free having reached this heap from another
-  // thread (this is then the sort of the inbox).
-  if (freed_already(h, s, b) || freed_elsewhere(s->cls, b))
-    report_misuse("free", b, "double free", s->block_size);
-  push_local_free<C>(home, h, s, b, free_key());
+// The owner's free that found the key in b: b is free already, wherever it
+// waits (free_key.h: its span's list, a block cache, a CPU's stack, another
+// thread's batch or this heap's inbox, a span's remote list). Tail-called,
+// and noipa: GCC, seeing that it never returns, made the call no tail call
+// and set up a stack frame on the free fast path (2 instructions).
+[[gnu::cold, gnu::noipa]] inline void report_keyed(const span* s, const block* b) {
+  report_misuse("free", b, "double free", s->block_size);
 }
 
 // The owner's free of b, which starts no block this heap handed out from s:
@@ -242,8 +219,20 @@ __attribute__((always_inline)) inline void free_to_own_span(thread_heaps<C>& hom
   // A double free, immediate or delayed, finds the key that the first free
   // stored (free_key.h); it also covers the block that heads the list.
   std::uint64_t key = free_key();
-  if (__builtin_expect(second_word(b) == key, 0)) return free_keyed<C>(home, h, s, b);
+  if (__builtin_expect(second_word(b) == key, 0)) return report_keyed(s, b);
   push_local_free<C>(home, h, s, b, key);
+}
+
+// A block of a span this heap owns, taken from its inbox: it holds the key
+// (the freeing thread stored it as the block joined its batch, remote.ipp),
+// which here says nothing, so only the block-start test is made (the inbox
+// may bring a never-carved slot that another thread let through, which
+// bounds it by the capacity only).
+template <class C>
+__attribute__((always_inline)) inline void sort_to_own_span(thread_heaps<C>& home, thread_heap<C>* h, span* s,
+                                                            block* b) {
+  if (__builtin_expect(!s->starts_carved_block(b), 0)) report_not_carved_block(s, b);
+  push_local_free<C>(home, h, s, b, free_key());
 }
 
 }  // namespace tenon

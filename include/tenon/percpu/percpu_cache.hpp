@@ -18,18 +18,11 @@
 // The checks the thread heaps make on free (docs/security.md), made here
 // for the blocks a CPU's stack takes, which never reach them: the block must
 // start a block its span carved (the block-start test against the span's
-// carved bound, block_index.h), and must not be waiting in a stack already:
-// a block in a stack holds the free key (free_key.h) in its second word,
-// stored before the push and cleared as malloc pops it, and a free that
-// finds the key looks through every CPU's stack of the class before it
-// reports (free_keyed). Not found there, the block goes to Inner, whose own
-// walk of the span's lists decides (a block freed through Inner holds the
-// key too; a live block whose data equals the key is freed as usual). The
-// other way round, a block whose first free went to Inner from a thread
-// that does not own it (an outbox or inbox holds it, unkeyed) is pushed by
-// its second free; the owner's sort then finds the key, and asks these
-// stacks through the hook this layer registers (freed_elsewhere, free_key.h)
-// before it reports: caught unless a malloc here popped the block first.
+// carved bound, block_index.h), and must not be free already: a block in a
+// stack holds the free key (free_key.h) in its second word, stored before
+// the push and cleared as malloc pops it, as does a block on its span's
+// lists or waiting in a remote batch, and a free that finds the key reports
+// a double free (free_checked).
 //
 // Cached blocks stay allocated as far as Inner knows. trim() (malloc_trim)
 // gives them back from every CPU: it stops each CPU's region (its table
@@ -122,7 +115,7 @@ struct percpu_cache : pass_through<Inner> {
     if (lookup::is_regular_tagged(p, tag)) {
       const span* s = lookup::span_of_tagged(p, tag);
       if (small_cached_class(s) && of_our_heaps(s) && s->starts_carved_block_any_thread(p) &&
-          second_word(static_cast<block*>(p)) == free_key() && in_a_stack(s->cls, p))
+          second_word(static_cast<block*>(p)) == free_key())
         report_misuse("realloc", p, "double free", s->block_size);
     }
     return layer_ops<Inner>::realloc(p, n);
@@ -219,37 +212,14 @@ struct percpu_cache : pass_through<Inner> {
     Inner::dealloc(p);
   }
 
-  // A free that failed dealloc's block-start test (reported), or found the
-  // key in p's second word: p waiting in a CPU's stack is a double free;
-  // otherwise Inner decides (p on its span's list, or a live block holding
-  // the key). The whole free, a tail call from dealloc: nothing returns to
-  // its fast path.
-  [[gnu::cold, gnu::noinline]] static void free_checked(void* p, const span* s) noexcept {
+  // A free that failed dealloc's block-start test, or found the key in p's
+  // second word: p is free already (free_key.h). Reported either way; a
+  // tail call from dealloc, and noipa: GCC, seeing that it never returns,
+  // made the call no tail call and set up a stack frame on the free path
+  // (2 instructions).
+  [[gnu::cold, gnu::noipa]] static void free_checked(void* p, const span* s) noexcept {
     if (!s->starts_carved_block_any_thread(p)) report_not_carved_block(s, static_cast<block*>(p));
-    if (in_a_stack(s->cls, p)) report_misuse("free", p, "double free", s->block_size);
-    Inner::dealloc(p);
-  }
-
-  // Whether p waits in class cls's stack of any CPU: a look at every region,
-  // its slots below the top read while their CPUs may push and pop (racy
-  // but bounded: a block being popped meanwhile may be missed). Regions are
-  // never unmapped.
-  static bool in_a_stack(unsigned cls, const void* p) noexcept {
-    if constexpr (!TENON_PERCPU_RSEQ) return false;  // no region is ever made
-    // Classes past the cached ones have no stack (the thread heaps ask for
-    // any class: freed_elsewhere).
-    if (cls >= percpu::kCachedClasses) return false;
-    unsigned limit = s_cpu_limit.load(std::memory_order_acquire);
-    for (unsigned c = 0; c < limit; ++c) {
-      char* r = s_regions[c].load(std::memory_order_acquire);
-      if (!r) continue;
-      percpu::region_header& hd = header(r);
-      std::uint32_t top = __atomic_load_n(&hd.top[cls], __ATOMIC_RELAXED);
-      if (top > percpu::kLayout.end[cls]) top = percpu::kLayout.end[cls];
-      for (std::uint32_t at = percpu::kLayout.begin[cls]; at < top; at += 8)
-        if (__atomic_load_n(reinterpret_cast<void* const*>(r + at), __ATOMIC_RELAXED) == p) return true;
-    }
-    return false;
+    report_misuse("free", p, "double free", s->block_size);
   }
 
   // Makes the calling thread's CPU's region if it has none: the first
@@ -280,9 +250,6 @@ struct percpu_cache : pass_through<Inner> {
         header(r).end[c] = percpu::kLayout.end[c];
       }
       s_regions[cpu].store(r, std::memory_order_release);
-      // The thread heaps' free that finds the key, and not the block on its
-      // owner's lists, looks through these stacks too (free_key.h).
-      register_freed_elsewhere(&in_a_stack);
     }
     unsigned limit = s_cpu_limit.load(std::memory_order_relaxed);
     while (limit < unsigned(cpu) + 1 &&
