@@ -74,7 +74,10 @@
  *   large_double_free:N  a block of N bytes freed, then, with no allocation
  *                    of the program's between, freed again (ACCESS before):
  *                    must be reported
- *   remote_after_wait:N  a block of N bytes from malloc, freed by another
+ *   remote_after_wait:N[:A]  a block of N bytes from malloc (from
+ *                    aligned_alloc at alignment A if given, after 16 others
+ *                    of the same that the other thread frees first), freed
+ *                    by another
  *                    thread, which then frees 100 blocks of its own (p
  *                    leaves that thread's quarantine for the engine, a
  *                    remote free into this thread's inbox) and exits; ACCESS
@@ -323,7 +326,13 @@ static int many_waiting_large(void) {
 }
 
 static size_t g_remote_n;
+/* Blocks of the main thread's freed just before p, so that p joins a remote
+ * batch behind them (its third word then names one of them, as the batch's
+ * prefetch pointer). */
+static char* g_before[16];
+static size_t g_before_n;
 static void* free_then_hundred(void* arg) {
+  for (size_t i = 0; i < g_before_n; ++i) free(g_before[i]);
   free(arg);
   char* own[100];
   for (size_t i = 0; i < 100; ++i)
@@ -470,11 +479,18 @@ int main(int argc, char** argv) {
     free(p);
     printf("DONE\n");
   } else if (!strncmp(c, "remote_after_wait:", 18)) {
-    size_t n = strtoul(c + 18, NULL, 10);
+    char* end;
+    size_t n = strtoul(c + 18, &end, 10);
+    size_t align = *end == ':' ? strtoul(end + 1, NULL, 10) : 0;
     if (n == 0) return 2;
-    printf("NOTE remote_after_wait %zu\n", n);
+    printf("NOTE remote_after_wait %zu %zu\n", n, align);
     free(malloc(8));
-    char* p = malloc(n);
+    char* p = align ? aligned_alloc(align, n) : malloc(n);
+    if (align) {
+      g_before_n = sizeof g_before / sizeof g_before[0];
+      for (size_t i = 0; i < g_before_n; ++i)
+        if (!(g_before[i] = aligned_alloc(align, n))) return 2;
+    }
     char* keep = malloc(n); /* p's span keeps a live block */
     if (!p || !keep) return 2;
     memset(p, 0x5a, n);

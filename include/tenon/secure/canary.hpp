@@ -320,9 +320,13 @@ struct canary : pass_through<Inner> {
     if (d > kHeader) {
       header h, copy;
       std::memcpy(&h, p - kHeader, sizeof h);
-      if (h.size | h.tag) return false;
+      // A non-zero header may still be a freed block's: past the quarantine
+      // a remote batch writes its prefetch pointer into the inner block's
+      // third word, the size word of a 32-aligned block's header (the
+      // engine's key, asked below, tells; "invalid pointer" until
+      // 2026-11-27, seventh session).
       std::memcpy(&copy, p - d, sizeof copy);
-      if ((copy.tag ^ key_for(p) ^ size_check(copy.size)) == std::uint64_t{d} << 1) return true;
+      if (!(h.size | h.tag) && (copy.tag ^ key_for(p) ^ size_check(copy.size)) == std::uint64_t{d} << 1) return true;
     }
     return freed_inner_block(p, d);
   }
