@@ -59,6 +59,14 @@ void* cached_block(std::size_t n) {
     if (!rseq_here()) GTEST_SKIP() << "no rseq here: the layer is the thread heaps underneath"; \
   } while (0)
 
+// n blocks of 64 bytes allocated, then freed: this CPU's stack of the
+// class full (it holds 1,024), the rest on the span's lists.
+void fill_this_cpus_stack(std::size_t n) {
+  std::vector<void*> v(n);
+  for (auto& b : v) b = C::alloc(64);
+  for (void* b : v) C::dealloc(b);
+}
+
 // free(p); free(p) of a block that waits in the CPU's stack: caught at the
 // second free, for every size the stacks hold.
 TEST(PercpuChecksDeathTest, DoubleFreeOfEveryCachedSize) {
@@ -160,9 +168,7 @@ TEST(PercpuChecksDeathTest, RemoteFreeThenCachedFree) {
         while (block.load() == nullptr) std::this_thread::yield();
         void* p = block.load();
         // This CPU's stack of 64-byte blocks full.
-        std::vector<void*> v(1100);
-        for (auto& b : v) b = C::alloc(64);
-        for (void* b : v) C::dealloc(b);
+        fill_this_cpus_stack(1100);
         std::thread([p, cpu] {
           if (!pin_to(cpu)) std::abort();
           C::dealloc(p);  // the stack full: to the heaps, a remote free (delivered as the thread exits)
@@ -201,9 +207,7 @@ TEST(PercpuChecksDeathTest, RemoteFreeThenCachedFreeThenMalloc) {
         });
         while (block.load() == nullptr) std::this_thread::yield();
         void* p = block.load();
-        std::vector<void*> v(1100);
-        for (auto& b : v) b = C::alloc(64);
-        for (void* b : v) C::dealloc(b);  // this CPU's stack of 64-byte blocks full
+        fill_this_cpus_stack(1100);  // this CPU's stack of 64-byte blocks full
         std::thread([p, cpu] {
           if (!pin_to(cpu)) std::abort();
           C::dealloc(p);  // the stack full: a remote free, delivered as the thread exits
@@ -239,9 +243,7 @@ TEST(PercpuChecksDeathTest, RemoteFreeIntoAnExitedOwnersSpanThenCachedFree) {
           void* keep = tenon::default_allocator::alloc(64);  // the span keeps a live block
           (void)keep;
         }).join();  // the owner exits: its heap parked, its inbox closed
-        std::vector<void*> v(1100);
-        for (auto& b : v) b = C::alloc(64);
-        for (void* b : v) C::dealloc(b);  // this CPU's stack full
+        fill_this_cpus_stack(1100);  // this CPU's stack full
         C::dealloc(p);                     // a remote free, into this thread's outbox
         (void)tenon::default_allocator::alloc(5000);  // a slow path delivers it: the span's remote list
         (void)C::alloc(64);                // one slot free again
@@ -276,9 +278,7 @@ TEST(PercpuChecksDeathTest, RemoteFreeThenOwnersCachedFree) {
         });
         while (block.load() == nullptr) std::this_thread::yield();
         void* p = block.load();
-        std::vector<void*> v(1100);
-        for (auto& b : v) b = C::alloc(64);
-        for (void* b : v) C::dealloc(b);  // the stack full
+        fill_this_cpus_stack(1100);  // the stack full
         std::thread([p] { C::dealloc(p); }).join();  // to the heaps: the owner's inbox
         go.store(1);
         owner.join();
