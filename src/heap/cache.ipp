@@ -109,10 +109,9 @@ void thread_heaps<C>::cache_trim(heap_t* h, block_cache& c, std::uint32_t keep) 
   }
 }
 
-// The slow path of a push onto the list of a span of a cached class: b goes
-// to the cache instead and stays counted as in use by the span. The owner's
-// frees of such spans no longer push (free_to_cache takes them first); this
-// keeps any other push correct.
+// The slow path of a push onto the list of a span of a cached class (the
+// inbox sort's; the owner's own frees go through free_to_cache): b goes to
+// the cache instead and stays counted as in use by the span.
 template <class C>
 void thread_heaps<C>::cache_free(heap_t* h, span* s, block_cache& c) {
   block* b = s->free;
@@ -140,18 +139,10 @@ void thread_heaps<C>::free_to_cache(heap_t* h, span* s, block* b) {
   if (i == block_cache_detail::kNone || !block_index::starts_block(offset, s->block_mult, s->cached_carved_limit))
     report_not_carved_block(s, b);
   // A double free, immediate or delayed, finds the key the first free
-  // stored (free_key.h), as on the fast path; the walk that tells it from
-  // live data equal to the key is a call of its own (inlined, it cost this
-  // path a stack frame and six saved registers).
+  // stored (free_key.h), as on the fast path, and is reported at once.
   std::uint64_t key = free_key();
-  if (__builtin_expect(second_word(b) == key, 0)) return cache_free_keyed(h, s, b);
+  if (__builtin_expect(second_word(b) == key, 0)) return report_keyed(s, b);
   cache_push(h, s, b, key, h->cache[i]);
-}
-
-template <class C>
-void thread_heaps<C>::cache_free_keyed(heap_t* h, span* s, block* b) {
-  if (freed_already(h, s, b) || freed_elsewhere(s->cls, b)) report_misuse("free", b, "double free", s->block_size);
-  cache_push(h, s, b, free_key(), h->cache[kBlockCache.slot[s->cls]]);
 }
 
 // b, a block of s, freed by its owner: on the cache's list with the key.

@@ -151,7 +151,6 @@ class thread_heaps {
   [[gnu::noinline]] void cache_trim(heap_t* h, block_cache& c, std::uint32_t keep);
   [[gnu::noinline]] void cache_overflow(heap_t* h, block_cache& c);
   void cache_free(heap_t* h, span* s, block_cache& c);
-  [[gnu::cold, gnu::noinline]] void cache_free_keyed(heap_t* h, span* s, block* b);
   void cache_push(heap_t* h, span* s, block* b, std::uint64_t key, block_cache& c);
   void drop_caches(heap_t* h);
 
