@@ -37,7 +37,8 @@ struct handfused : default_allocator {
         auto* b = static_cast<block*>(p);
         // The block-start test (common/block_index.h), written out.
         auto offset = static_cast<std::uint64_t>(static_cast<char*>(p) - s->start);
-        if (__builtin_expect(offset * s->block_mult >= s->carved_limit, 0)) report_not_carved_block(s, b);
+        if (__builtin_expect(offset * s->block_mult >= s->carved_limit, 0))
+          return g_default_engine.heaps.free_to_cache(h, s, b);
         // The free key (heap/free_key.h), as free_to_own_span checks it.
         std::uint64_t key = free_key();
         if (__builtin_expect(second_word(b) == key, 0)) return report_keyed(s, b);

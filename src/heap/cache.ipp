@@ -109,9 +109,9 @@ void thread_heaps<C>::cache_trim(heap_t* h, block_cache& c, std::uint32_t keep) 
   }
 }
 
-// The slow path of a local free into a span of a cached class: the free
-// fast path pushed b on the span's list; it goes to the cache instead and
-// stays counted as in use by the span.
+// The slow path of a push onto the list of a span of a cached class (the
+// inbox sort's; the owner's own frees go through free_to_cache): b goes to
+// the cache instead and stays counted as in use by the span.
 template <class C>
 void thread_heaps<C>::cache_free(heap_t* h, span* s, block_cache& c) {
   block* b = s->free;
@@ -123,6 +123,36 @@ void thread_heaps<C>::cache_free(heap_t* h, span* s, block_cache& c) {
   // (tested after the span's fields, where the compiled code is shorter).
   if (__builtin_expect(b == c.front.free, 0)) report_misuse("free", b, "double free", s->block_size);
   C::links::set_next(b, c.front.free, &c.front);
+  c.front.free = b;
+  if (--c.front.until_slow < -static_cast<std::int32_t>(c.limit)) cache_overflow(h, c);
+}
+
+// The owner's free of b, a block of s that failed the fast path's block-
+// start test: every block of a span of a cached class does (its bound is
+// kept aside, span::set_carved), and goes to the cache here without the
+// span's list and count being touched, a line the fast path's push would
+// otherwise write and this path undo. Anything else is the program's error.
+template <class C>
+void thread_heaps<C>::free_to_cache(heap_t* h, span* s, block* b) {
+  unsigned i = kBlockCache.slot[s->cls];
+  auto offset = static_cast<std::uint64_t>(reinterpret_cast<char*>(b) - s->start);
+  if (i == block_cache_detail::kNone || !block_index::starts_block(offset, s->block_mult, s->cached_carved_limit))
+    report_not_carved_block(s, b);
+  // A double free, immediate or delayed, finds the key the first free
+  // stored (free_key.h), as on the fast path, and is reported at once.
+  std::uint64_t key = free_key();
+  if (__builtin_expect(second_word(b) == key, 0)) return report_keyed(s, b);
+  cache_push(h, s, b, key, h->cache[i]);
+}
+
+// b, a block of s, freed by its owner: on the cache's list with the key.
+template <class C>
+__attribute__((always_inline)) inline void thread_heaps<C>::cache_push(heap_t* h, span* s, block* b, std::uint64_t key,
+                                                                       block_cache& c) {
+  TENON_CHECK(s->owner.load(std::memory_order_relaxed) == h && s->used() != 0 && s->state != span_state::current);
+  (void)s;
+  C::links::set_next(b, c.front.free, &c.front);
+  second_word(b) = key;
   c.front.free = b;
   if (--c.front.until_slow < -static_cast<std::int32_t>(c.limit)) cache_overflow(h, c);
 }

@@ -35,7 +35,7 @@ span* thread_heaps<C>::form_small_span(heap_t* owner, unsigned cls, chunk** hint
   s->capacity = static_cast<std::uint32_t>((std::size_t{s->nslices} << kSliceShift) / s->block_size);
   s->block_mult = kClasses.block_mult[cls];
   s->capacity_limit = block_index::limit(s->block_mult, s->block_size, s->capacity);
-  s->set_carved(0);
+  s->set_carved(0, kBlockCache.slot[cls] != block_cache_detail::kNone);
   s->free = nullptr;
   s->low_mark = 1;
   s->set_used(0);

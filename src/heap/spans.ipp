@@ -76,7 +76,7 @@ void thread_heaps<C>::carve(span* s) {
     C::links::set_next(reinterpret_cast<block*>(p), nullptr, s);
     s->free = reinterpret_cast<block*>(first);
   }
-  s->set_carved(s->carved + n);
+  s->set_carved(s->carved + n, kBlockCache.slot[s->cls] != block_cache_detail::kNone);
 }
 
 // A chain from a span's remote list that runs on past the `count` blocks

@@ -55,6 +55,36 @@ TEST(BlockStartDeathTest, SlotNotCarvedYet) {
       testing::KilledBySignal(SIGABRT), kNeverAllocated);
 }
 
+// The same in a class with a block cache (1 KiB: 64 blocks a span, carved a
+// page at a time), whose owner's frees skip the span's list and are
+// checked on the way to the cache against the bound the span keeps aside
+// (span::set_carved, thread_heaps::free_to_cache).
+TEST(BlockStartDeathTest, SlotNotCarvedYetInACachedClass) {
+  EXPECT_EXIT(
+      {
+        tenon_heap_t* h = tenon_heap_new(nullptr);
+        char* p = static_cast<char*>(tenon_heap_malloc(h, 1024));
+        tenon_heap_free(h, p + 32768);
+      },
+      testing::KilledBySignal(SIGABRT), kNeverAllocated);
+}
+
+// A cached class's block freed twice by its owner, with blocks of the class
+// freed in between (the second free finds the key, not the cache's head).
+TEST(BlockStartDeathTest, CachedClassDoubleFreeBehindOthers) {
+  EXPECT_EXIT(
+      {
+        char* p = static_cast<char*>(tenon_malloc(2048));
+        char* q = static_cast<char*>(tenon_malloc(2048));
+        char* r = static_cast<char*>(tenon_malloc(2048));
+        tenon_free(p);
+        tenon_free(q);
+        tenon_free(r);
+        tenon_free(p);
+      },
+      testing::KilledBySignal(SIGABRT), "tenon: free\\(0x[0-9a-f]+\\): double free");
+}
+
 // Past the last block: 48-byte blocks fill a 64 KiB span with 16 bytes to
 // spare, at offset 65520 (a multiple of 48: the bound, not the division,
 // rejects it). Every block of the span is carved first.

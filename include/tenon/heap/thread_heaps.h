@@ -42,6 +42,8 @@ class thread_heaps {
   // Slow paths of the inline fast paths in heap.h.
   void* alloc_slow(heap_t* h, unsigned cls);
   void local_free_slow(heap_t* h, span* s);
+  // The owner's free of a block of a span of a cached class (block_cache.h).
+  void free_to_cache(heap_t* h, span* s, block* b);
 
   // A small block of span s, freed by a thread whose heap (h, possibly the
   // empty heap) does not own s: batched for the owner, or handed to s.
@@ -149,6 +151,7 @@ class thread_heaps {
   [[gnu::noinline]] void cache_trim(heap_t* h, block_cache& c, std::uint32_t keep);
   [[gnu::noinline]] void cache_overflow(heap_t* h, block_cache& c);
   void cache_free(heap_t* h, span* s, block_cache& c);
+  void cache_push(heap_t* h, span* s, block* b, std::uint64_t key, block_cache& c);
   void drop_caches(heap_t* h);
 
   // remote.ipp: blocks crossing threads.

@@ -61,7 +61,12 @@ struct alignas(64) span {
   // thread_heap<C> of the engine whose chunk this is), or nullptr.
   std::atomic<void*> owner{nullptr};
   char* start = nullptr;
-  std::size_t large_usable = 0;  // large spans: usable bytes from the user pointer
+  union {
+    std::size_t large_usable = 0;  // large spans: usable bytes from the user pointer
+    // Small spans of a class with a block cache (heap/block_cache.h): what
+    // carved_limit holds for the others, which is 0 for these (set_carved).
+    std::uint64_t cached_carved_limit;
+  };
   std::uint32_t block_size = 0;
   std::uint32_t capacity = 0;
   std::uint64_t block_mult = 0;      // small spans: block_index::multiplier(block_size)
@@ -110,21 +115,38 @@ struct alignas(64) span {
   void set_used(std::uint32_t u) { until_slow = static_cast<std::int32_t>(u - low_mark); }
   void add_used(std::uint32_t n) { until_slow += static_cast<std::int32_t>(n); }
   void remove_used(std::uint32_t n) { until_slow -= static_cast<std::int32_t>(n); }
-  void set_carved(std::uint32_t n) {
+  // `cached`: the span's class has a block cache. Its bound then goes to
+  // cached_carved_limit and carved_limit stays 0, so that the owner's free
+  // fast path, whose block-start test then always fails, sends every free
+  // of such a span straight to the cache (thread_heaps::free_to_cache)
+  // without touching the span's list and count (docs/architecture.md,
+  // layer 5, "The block cache's frees off the span").
+  void set_carved(std::uint32_t n, bool cached) {
     carved = n;
-    __atomic_store_n(&carved_limit, block_index::limit(block_mult, block_size, n), __ATOMIC_RELAXED);
+    std::uint64_t limit = block_index::limit(block_mult, block_size, n);
+    __atomic_store_n(&cached_carved_limit, cached ? limit : 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&carved_limit, cached ? 0 : limit, __ATOMIC_RELAXED);
   }
-  // Whether p starts a block of this small span that its owner carved (the
-  // owner's free: an interior pointer, or one never handed out, is not).
-  __attribute__((always_inline)) bool starts_carved_block(const void* p) const {
+  // The owner's free fast path's test: whether p starts a block of this
+  // small span that its owner carved, for a span of a class without a block
+  // cache (false for every pointer into one with a cache).
+  __attribute__((always_inline)) bool starts_carved_block_uncached(const void* p) const {
     auto offset = static_cast<std::uint64_t>(static_cast<const char*>(p) - start);
     return block_index::starts_block(offset, block_mult, carved_limit);
   }
-  // The same test by any thread (a per-CPU cache's free): the bound read
-  // with a relaxed load, as the owner may be carving more blocks meanwhile.
+  // Whether p starts a block of this small span that its owner carved (the
+  // owner's checks: an interior pointer, or one never handed out, is not).
+  bool starts_carved_block(const void* p) const {
+    auto offset = static_cast<std::uint64_t>(static_cast<const char*>(p) - start);
+    return block_index::starts_block(offset, block_mult, carved_limit) ||
+           block_index::starts_block(offset, block_mult, cached_carved_limit);
+  }
+  // The same test by any thread (a per-CPU cache's free): the bounds read
+  // with relaxed loads, as the owner may be carving more blocks meanwhile.
   __attribute__((always_inline)) bool starts_carved_block_any_thread(const void* p) const {
     auto offset = static_cast<std::uint64_t>(static_cast<const char*>(p) - start);
-    return block_index::starts_block(offset, block_mult, __atomic_load_n(&carved_limit, __ATOMIC_RELAXED));
+    return block_index::starts_block(offset, block_mult, __atomic_load_n(&carved_limit, __ATOMIC_RELAXED)) ||
+           block_index::starts_block(offset, block_mult, __atomic_load_n(&cached_carved_limit, __ATOMIC_RELAXED));
   }
   // The same for any thread, which does not read the owner's carved count
   // (the thread heaps' remote free): any of the span's blocks, carved or not.
