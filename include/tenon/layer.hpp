@@ -115,6 +115,20 @@ consteval bool hook_applies() {
 
 }  // namespace detail
 
+// The generic realloc through L's own operations: a new block from L, the
+// bytes copied, p freed through L (so that every hook of L sees both). What
+// layer_ops gives a layer without a realloc of its own, and what a layer
+// whose realloc handles only some blocks does with the rest.
+template <class L>
+void* realloc_by_copy(void* p, std::size_t n) noexcept {
+  void* q = L::alloc(n);
+  if (!q) return nullptr;
+  std::size_t old = L::usable_size(p);
+  std::memcpy(q, p, old < n ? old : n);
+  L::dealloc(p);
+  return q;
+}
+
 // Every operation of a layer: its own where it has them (as above), the
 // generic forms elsewhere. Outer layers and the standard names call these.
 template <layer L>
@@ -128,12 +142,7 @@ struct layer_ops {
     if constexpr (has_realloc()) {
       return L::realloc(p, n);
     } else {
-      void* q = L::alloc(n);
-      if (!q) return nullptr;
-      std::size_t old = L::usable_size(p);
-      std::memcpy(q, p, old < n ? old : n);
-      L::dealloc(p);
-      return q;
+      return realloc_by_copy<L>(p, n);
     }
   }
 

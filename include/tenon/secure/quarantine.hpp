@@ -139,12 +139,7 @@ struct quarantine : pass_through<Inner> {
       void* q = layer_ops<Inner>::realloc(p, n);
       return q || !flush() ? q : layer_ops<Inner>::realloc(p, n);
     }
-    void* q = alloc(n);
-    if (!q) return nullptr;
-    std::size_t old = Inner::usable_size(p);
-    std::memcpy(q, p, old < n ? old : n);
-    dealloc(p);
-    return q;
+    return realloc_by_copy<quarantine>(p, n);
   }
 
   static int trim(std::size_t pad) noexcept {
