@@ -245,6 +245,11 @@ thread_heap<C>* thread_heaps<C>::trade_for_parked(heap_t* h) {
   // a store of kInboxClosed over them lost them for good.
   auto chain = h->inbox.exchange(kInboxClosed, std::memory_order_acquire);
   sort_inbox_chain(h, reinterpret_cast<block*>(chain));
+  // A heap attached on a free keeps the large runs its thread freed since
+  // (the run cache): back to the chunk layer, as at release, before h goes
+  // on the free-heap stack (the debug build's check below found them there:
+  // stress.LateCalls, HeapHandover, preload_churn, the churn freeze probes).
+  chunks_->flush_cached(h->runs, true, &h->st);
   TENON_CHECK(holds_nothing(h));
   h->st.add(stat_heaps_released);
   unsigned retries = free_heaps_.push(h->index + 1);
