@@ -43,16 +43,18 @@ TEST(BlockStartDeathTest, InsideA7KBlock) { EXPECT_EXIT(free_inside(7168, 4096),
 // A cached class (8-32 KiB, heap/block_cache.h): the check comes before the cache.
 TEST(BlockStartDeathTest, InsideA32KBlock) { EXPECT_EXIT(free_inside(32768, 16384), testing::KilledBySignal(SIGABRT), kInterior); }
 
-// A heap's first block comes from a span it forms for it, carved a page at
-// a time: 16 KiB on is a slot of that span that no call handed out.
+// A new heap's first block of n bytes, then a free of the pointer `ahead`
+// bytes past it: a slot of the span the heap formed for that block, carved
+// a page at a time, that no call handed out.
+void free_uncarved_slot(std::size_t n, std::size_t ahead) {
+  tenon_heap_t* h = tenon_heap_new(nullptr);
+  char* p = static_cast<char*>(tenon_heap_malloc(h, n));
+  tenon_heap_free(h, p + ahead);
+}
+
+// 16 KiB on from a 16-byte block.
 TEST(BlockStartDeathTest, SlotNotCarvedYet) {
-  EXPECT_EXIT(
-      {
-        tenon_heap_t* h = tenon_heap_new(nullptr);
-        char* p = static_cast<char*>(tenon_heap_malloc(h, 16));
-        tenon_heap_free(h, p + 16384);
-      },
-      testing::KilledBySignal(SIGABRT), kNeverAllocated);
+  EXPECT_EXIT(free_uncarved_slot(16, 16384), testing::KilledBySignal(SIGABRT), kNeverAllocated);
 }
 
 // The same in a class with a block cache (1 KiB: 64 blocks a span, carved a
@@ -60,13 +62,7 @@ TEST(BlockStartDeathTest, SlotNotCarvedYet) {
 // checked on the way to the cache against the bound the span keeps aside
 // (span::set_carved, thread_heaps::free_to_cache).
 TEST(BlockStartDeathTest, SlotNotCarvedYetInACachedClass) {
-  EXPECT_EXIT(
-      {
-        tenon_heap_t* h = tenon_heap_new(nullptr);
-        char* p = static_cast<char*>(tenon_heap_malloc(h, 1024));
-        tenon_heap_free(h, p + 32768);
-      },
-      testing::KilledBySignal(SIGABRT), kNeverAllocated);
+  EXPECT_EXIT(free_uncarved_slot(1024, 32768), testing::KilledBySignal(SIGABRT), kNeverAllocated);
 }
 
 // A cached class's block freed twice by its owner, with blocks of the class
