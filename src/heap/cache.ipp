@@ -135,9 +135,7 @@ void thread_heaps<C>::cache_free(heap_t* h, span* s, block_cache& c) {
 template <class C>
 void thread_heaps<C>::free_to_cache(heap_t* h, span* s, block* b) {
   unsigned i = kBlockCache.slot[s->cls];
-  auto offset = static_cast<std::uint64_t>(reinterpret_cast<char*>(b) - s->start);
-  if (i == block_cache_detail::kNone || !block_index::starts_block(offset, s->block_mult, s->cached_carved_limit))
-    report_not_carved_block(s, b);
+  if (i == block_cache_detail::kNone || !s->starts_carved_block_cached(b)) report_not_carved_block(s, b);
   // A double free, immediate or delayed, finds the key the first free
   // stored (free_key.h), as on the fast path, and is reported at once.
   std::uint64_t key = free_key();

@@ -134,12 +134,17 @@ struct alignas(64) span {
     auto offset = static_cast<std::uint64_t>(static_cast<const char*>(p) - start);
     return block_index::starts_block(offset, block_mult, carved_limit);
   }
+  // The same against the bound a span of a cached class keeps aside (false
+  // for every pointer into one without a cache): the owner's free that the
+  // test above sent to the cache (thread_heaps::free_to_cache).
+  bool starts_carved_block_cached(const void* p) const {
+    auto offset = static_cast<std::uint64_t>(static_cast<const char*>(p) - start);
+    return block_index::starts_block(offset, block_mult, cached_carved_limit);
+  }
   // Whether p starts a block of this small span that its owner carved (the
   // owner's checks: an interior pointer, or one never handed out, is not).
   bool starts_carved_block(const void* p) const {
-    auto offset = static_cast<std::uint64_t>(static_cast<const char*>(p) - start);
-    return block_index::starts_block(offset, block_mult, carved_limit) ||
-           block_index::starts_block(offset, block_mult, cached_carved_limit);
+    return starts_carved_block_uncached(p) || starts_carved_block_cached(p);
   }
   // The same test by any thread (a per-CPU cache's free): the bounds read
   // with relaxed loads, as the owner may be carving more blocks meanwhile.
