@@ -41,6 +41,12 @@
 // an atomic exchange, so a stall can only come from the allocator (or from the
 // machine not scheduling the workers at all for a whole deadline).
 //
+// With --stop-after-stalls N the freeze loop ends once N freezes have
+// stalled: a control that must see a stall (a lock-based allocator, whose
+// victim holds a mutex in only a small share of its freezes) then runs as many
+// freezes as it takes, up to --freezes, instead of a fixed count that a
+// loaded machine can leave without a single stall.
+//
 // Final line, always: RESULT freezes=<int> stalled=<int> max_stall_ms=<float>
 // Exit 0 (a measurement); with --require-progress exit 1 when stalled > 0.
 // Exit 2 on a usage error, a handshake failure, or a corrupted block.
@@ -71,6 +77,7 @@ struct Options {
   double deadline_ms = 2000;   // generous: a loaded 2-core machine
   long min_ops = 32;           // K: operations each other worker must complete
   double max_seconds = 60;     // total time cap for the freeze loop
+  long stop_after_stalls = 0;  // --stop-after-stalls N: end the loop at the Nth stall (0: never)
   bool require_progress = false;
   bool churn = false;
   unsigned foreign_every = 0;  // --foreign N: one acquisition in N is glibc's
@@ -338,6 +345,7 @@ bool parse(int argc, char** argv, Options& o) {
     else if (arg("--deadline-ms")) o.deadline_ms = std::atof(argv[++i]);
     else if (arg("--min-ops")) o.min_ops = std::atol(argv[++i]);
     else if (arg("--max-seconds")) o.max_seconds = std::atof(argv[++i]);
+    else if (arg("--stop-after-stalls")) o.stop_after_stalls = std::atol(argv[++i]);
     else if (arg("--seed")) o.seed = static_cast<unsigned>(std::atol(argv[++i]));
     else if (arg("--expect-malloc-from")) o.expect_malloc_from = argv[++i];
     else if (std::strcmp(argv[i], "--require-progress") == 0) o.require_progress = true;
@@ -347,7 +355,7 @@ bool parse(int argc, char** argv, Options& o) {
     else return false;
   }
   return o.freezes >= 0 && o.threads >= 2 && o.threads <= kMaxThreads && o.deadline_ms > 0 &&
-         o.min_ops > 0 && o.max_seconds > 0;
+         o.min_ops > 0 && o.max_seconds > 0 && o.stop_after_stalls >= 0;
 }
 
 // Waits (test code, so waiting is fine) until flag == want, up to limit_ms.
@@ -367,7 +375,8 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, o)) {
     std::fprintf(stderr,
                  "usage: %s [--freezes N] [--threads T] [--deadline-ms D] [--min-ops K]\n"
-                 "          [--max-seconds S] [--seed N] [--require-progress] [--churn]\n"
+                 "          [--max-seconds S] [--stop-after-stalls N] [--seed N]\n"
+                 "          [--require-progress] [--churn]\n"
                  "          [--foreign N] [--heaps N]\n"
                  "          [--expect-malloc-from LIBNAME]\n", argv[0]);
     return 2;
@@ -427,6 +436,7 @@ int main(int argc, char** argv) {
   uint64_t snap[kMaxThreads];
 
   for (long f = 0; done < o.freezes; ++f) {  // f: attempts (churn ones may miss)
+    if (o.stop_after_stalls && stalled >= o.stop_after_stalls) break;
     if (now_ms() - loop_start > o.max_seconds * 1e3) { capped = true; break; }
     const bool churn_victim = o.churn && f % 4 == 3;
     // v == -1: the victim is the short-lived thread; every worker must advance.
