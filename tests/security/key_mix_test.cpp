@@ -10,8 +10,10 @@
 // real key is a forged key. A 64-bit guess matches by chance once in 2^64.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <bit>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include "tenon/secure/secret.h"
@@ -80,8 +82,9 @@ std::vector<u64> guesses(u64 a1, u64 k1, u64 a2, u64 k2, u64 a3) {
   g.push_back(fmix(unfmix(k1) ^ a1 ^ a3));
   g.push_back(fmix(a3) ^ (k1 ^ fmix(a1)));
   g.push_back(fmix(a3) + (k1 - fmix(a1)));
-  // The fixed mix's shape, k = f(f(a ^ s0) + s1), with one half taken for 0:
-  // s0 = 0 leaves s1 = f^-1(k) - f(a); s1 = 0 leaves s0 = f^-1(f^-1(k)) ^ a.
+  // The fixed mix's shape, k = f(f(a ^ lo) + hi) ^ lo, with a word left
+  // out: without lo, hi = f^-1(k) - f(a); without hi (and lo's last xor),
+  // lo = f^-1(f^-1(k)) ^ a.
   g.push_back(fmix(fmix(a3) + (unfmix(k1) - fmix(a1))));
   g.push_back(fmix(fmix(a3 ^ unfmix(unfmix(k1)) ^ a1)));
   // With a third pair known (a1 ^ a2 ^ a3's, a3 - (a2 - a1)'s): the key's
@@ -131,6 +134,51 @@ TEST(SecureKeys, EveryAddressBitChangesHalfTheKey) {
     double mean = double(changed) / double(as.size());
     EXPECT_GT(mean, 28.0) << "address bit " << bit;
     EXPECT_LT(mean, 36.0) << "address bit " << bit;
+  }
+}
+
+}  // namespace
+
+namespace {
+
+using tenon::secure::secret_words;
+
+// The secret is two words, both drawn; a reader that knows it drawn reads
+// the same two.
+TEST(SecureKeys, TheSecretIsTwoDrawnWords) {
+  secret_words s = tenon::secure::secret();
+  EXPECT_NE(s.lo, 0u);
+  EXPECT_NE(s.hi, 0u);
+  EXPECT_NE(s.lo, s.hi);
+  secret_words d = tenon::secure::drawn_secret();
+  EXPECT_EQ(d.lo, s.lo);
+  EXPECT_EQ(d.hi, s.hi);
+}
+
+// Threads that draw the secret at once agree on both words: each gets the
+// words that stay (no thread sees a half-drawn secret, or a word a losing
+// racer drew). The secret is reset to undrawn for each round: nothing else in
+// this process keys with it (the tests above made their keys whole).
+TEST(SecureKeys, RacingFirstUsersAgreeOnBothWords) {
+  constexpr int kThreads = 4, kRounds = 100;
+  for (int round = 0; round < kRounds; ++round) {
+    tenon::secure::g_secret.store(0);
+    tenon::secure::g_secret_hi.store(0);
+    std::atomic<int> ready{0};
+    secret_words got[kThreads];
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+      threads.emplace_back([&, t] {
+        ready.fetch_add(1);
+        while (ready.load() < kThreads) std::this_thread::yield();
+        got[t] = tenon::secure::secret();
+      });
+    for (auto& th : threads) th.join();
+    secret_words final = tenon::secure::drawn_secret();
+    for (int t = 0; t < kThreads; ++t) {
+      ASSERT_EQ(got[t].lo, final.lo) << "round " << round << " thread " << t;
+      ASSERT_EQ(got[t].hi, final.hi) << "round " << round << " thread " << t;
+    }
   }
 }
 
