@@ -82,9 +82,8 @@ std::vector<u64> guesses(u64 a1, u64 k1, u64 a2, u64 k2, u64 a3) {
   g.push_back(fmix(unfmix(k1) ^ a1 ^ a3));
   g.push_back(fmix(a3) ^ (k1 ^ fmix(a1)));
   g.push_back(fmix(a3) + (k1 - fmix(a1)));
-  // The fixed mix's shape, k = f(f(a ^ lo) + hi) ^ lo, with a word left
-  // out: without lo, hi = f^-1(k) - f(a); without hi (and lo's last xor),
-  // lo = f^-1(f^-1(k)) ^ a.
+  // Two rounds, f(f(a ^ s0) + s1), with a word taken for 0: s0 = 0 leaves
+  // s1 = f^-1(k) - f(a); s1 = 0 leaves s0 = f^-1(f^-1(k)) ^ a.
   g.push_back(fmix(fmix(a3) + (unfmix(k1) - fmix(a1))));
   g.push_back(fmix(fmix(a3 ^ unfmix(unfmix(k1)) ^ a1)));
   // With a third pair known (a1 ^ a2 ^ a3's, a3 - (a2 - a1)'s): the key's

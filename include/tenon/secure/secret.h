@@ -11,7 +11,7 @@
 namespace tenon::secure {
 
 struct secret_words {
-  std::uint64_t lo, hi;  // keys the mix's first round and its second (mix_key)
+  std::uint64_t lo, hi;  // xored into the address before the mix, added after (mix_key)
 };
 
 // lo: 0 means "not drawn yet". hi is installed before lo (draw_secret), so a
@@ -72,15 +72,17 @@ inline std::uint64_t fresh_word() {
 }
 
 // A key for one address (a span's descriptor, a block): the secret mixed
-// with it, so that every address has its own, in two rounds keyed by the
-// two words: finalize(finalize(address ^ lo) + hi). The outer round can be
-// undone by anyone, which leaves finalize(address ^ lo) + hi: one (address,
-// key) pair is one equation in 128 unknown bits, and a few pairs leave the
-// unknown lo inside a nonlinear function that no known shortcut solves (no
-// proof either: docs/security.md, "The keys", says what an attacker needs).
+// with it, so that every address has its own: finalize(address ^ lo) + hi,
+// the public finalize keyed before and after (an Even-Mansour shape). It
+// cannot be undone without both words (the old one-word mix could: one key
+// and its address gave the secret). One (address, key) pair is one equation
+// in 128 unknown bits; with a few, the attack known is a search of lo's 2^64
+// values. No proof: finalize is no cipher, and a second keyed round was
+// measured and not kept (docs/security.md, "The keys": what an attacker
+// needs, what each costs).
 // Always in line, as secret().
 [[gnu::always_inline]] inline std::uint64_t mix_key(secret_words s, const void* where) {
-  return finalize(finalize(reinterpret_cast<std::uintptr_t>(where) ^ s.lo) + s.hi) ^ s.lo;
+  return finalize(reinterpret_cast<std::uintptr_t>(where) ^ s.lo) + s.hi;
 }
 [[gnu::always_inline]] inline std::uint64_t key_for(const void* where) { return mix_key(secret(), where); }
 // The same key where the secret is known drawn (drawn_secret).
