@@ -47,8 +47,9 @@ bool protect(void* p, std::size_t size, bool accessible);
 // them off when it opens them again or gives up on them.
 void owe_reopening(std::ptrdiff_t bytes);
 
-// Whether the page holding p is mapped (mincore): a read of p then does not
-// fault for want of a mapping. A system call: slow paths only.
+// Whether the page holding p is mapped (mincore; msync, then a read through
+// process_vm_readv where a seccomp filter refuses it): a read of p then does
+// not fault for want of a mapping. A system call or three: slow paths only.
 bool is_mapped(const void* p);
 
 // 64 random bits from the kernel (getrandom); never blocks. Falls back to
