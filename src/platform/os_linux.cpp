@@ -17,6 +17,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/sysinfo.h>
 #include <sys/uio.h>
 #include <sys/random.h>
 #include <time.h>
@@ -233,6 +234,30 @@ bool move_to(void* p, std::size_t old_size, std::size_t new_size, void* dest) {
   return r != MAP_FAILED;
 }
 
+namespace {
+// Ranges up to this size are pre-faulted without asking how much memory is
+// free: a small span or large run costs no more than its first touch would,
+// and the question would be a second system call per span.
+constexpr std::size_t kPopulateUncheckedMax = std::size_t{2} << 20;
+
+// Whether `size` bytes fit in half of the memory free now (sysinfo: free
+// RAM and buffers). MADV_POPULATE_WRITE of more than the machine can give
+// does not fail with ENOMEM: the page allocator calls the OOM killer on the
+// way, which killed the process inside malloc(1 TiB) under TENON_POPULATE=1
+// (SIGKILL; or another process first) until 2026-11-29
+// (preload.populate_beyond_ram). Half is a margin for the program's other
+// needs and for other processes, not a measurement; threads that populate
+// at once may each take it (a bound, not a reservation). A refused sysinfo
+// answers no.
+bool fits_free_memory(std::size_t size) {
+  if (size <= kPopulateUncheckedMax) return true;
+  struct sysinfo si;
+  if (sysinfo(&si) != 0) return false;
+  unsigned long long free = (static_cast<unsigned long long>(si.freeram) + si.bufferram) * si.mem_unit;
+  return size <= free / 2;
+}
+}  // namespace
+
 bool populate(void* p, std::size_t size) {
 #ifndef MADV_POPULATE_WRITE
   constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14; older headers lack it
@@ -244,6 +269,10 @@ bool populate(void* p, std::size_t size) {
   static std::atomic<bool> unsupported{false};
   if (unsupported.load(std::memory_order_relaxed)) return false;
   int saved = errno;
+  if (!fits_free_memory(size)) {
+    errno = saved;
+    return false;
+  }
   bool ok = madvise(p, size, MADV_POPULATE_WRITE) == 0;
   if (!ok && errno == EINVAL) unsupported.store(true, std::memory_order_relaxed);
   errno = saved;

@@ -77,7 +77,9 @@ void advise_huge(void* p, std::size_t size);
 
 // Fault a range in, writable, without changing its contents
 // (MADV_POPULATE_WRITE, Linux 5.14+). Best effort: false if the kernel is
-// older or out of memory; the pages then fault in on first touch as usual.
+// older or out of memory, or if the range is over 2 MiB and more than half
+// of the memory free now (not asked: the kernel would call the OOM killer);
+// the pages then fault in on first touch as usual.
 bool populate(void* p, std::size_t size);
 
 // Restarting other threads' restartable sequences (rseq), for the bulk
