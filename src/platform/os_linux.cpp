@@ -253,8 +253,8 @@ bool fits_free_memory(std::size_t size) {
   if (size <= kPopulateUncheckedMax) return true;
   struct sysinfo si;
   if (sysinfo(&si) != 0) return false;
-  unsigned long long free = (static_cast<unsigned long long>(si.freeram) + si.bufferram) * si.mem_unit;
-  return size <= free / 2;
+  unsigned long long free_bytes = (static_cast<unsigned long long>(si.freeram) + si.bufferram) * si.mem_unit;
+  return size <= free_bytes / 2;
 }
 }  // namespace
 
