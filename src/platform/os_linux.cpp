@@ -17,6 +17,8 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/sysinfo.h>
+#include <sys/uio.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -232,6 +234,30 @@ bool move_to(void* p, std::size_t old_size, std::size_t new_size, void* dest) {
   return r != MAP_FAILED;
 }
 
+namespace {
+// Ranges up to this size are pre-faulted without asking how much memory is
+// free: a small span or large run costs no more than its first touch would,
+// and the question would be a second system call per span.
+constexpr std::size_t kPopulateUncheckedMax = std::size_t{2} << 20;
+
+// Whether `size` bytes fit in half of the memory free now (sysinfo: free
+// RAM and buffers). MADV_POPULATE_WRITE of more than the machine can give
+// does not fail with ENOMEM: the page allocator calls the OOM killer on the
+// way, which killed the process inside malloc(1 TiB) under TENON_POPULATE=1
+// (SIGKILL; or another process first) until 2026-11-29
+// (preload.populate_beyond_ram). Half is a margin for the program's other
+// needs and for other processes, not a measurement; threads that populate
+// at once may each take it (a bound, not a reservation). A refused sysinfo
+// answers no.
+bool fits_free_memory(std::size_t size) {
+  if (size <= kPopulateUncheckedMax) return true;
+  struct sysinfo si;
+  if (sysinfo(&si) != 0) return false;
+  unsigned long long free_bytes = (static_cast<unsigned long long>(si.freeram) + si.bufferram) * si.mem_unit;
+  return size <= free_bytes / 2;
+}
+}  // namespace
+
 bool populate(void* p, std::size_t size) {
 #ifndef MADV_POPULATE_WRITE
   constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14; older headers lack it
@@ -243,6 +269,10 @@ bool populate(void* p, std::size_t size) {
   static std::atomic<bool> unsupported{false};
   if (unsupported.load(std::memory_order_relaxed)) return false;
   int saved = errno;
+  if (!fits_free_memory(size)) {
+    errno = saved;
+    return false;
+  }
   bool ok = madvise(p, size, MADV_POPULATE_WRITE) == 0;
   if (!ok && errno == EINVAL) unsupported.store(true, std::memory_order_relaxed);
   errno = saved;
@@ -371,13 +401,46 @@ bool protect(void* p, std::size_t size, bool accessible) {
   return done;
 }
 
-bool is_mapped(const void* p) {
-  std::uintptr_t page = reinterpret_cast<std::uintptr_t>(p) & ~(page_size() - 1);
+namespace {
+// Probes of whether a page is mapped: 1 yes, 0 no, -1 the kernel would not
+// say (a seccomp filter refusing the call answers EPERM or ENOSYS; until
+// 2026-11-29 such an answer read as "mapped" and free() of a pointer with
+// nothing before it faulted: preload.mincore_refused). None faults, none is
+// a cancellation point (raw syscall() where glibc's wrapper is one).
+int mapped_by_mincore(void* page) {
   unsigned char vec = 0;
+  if (mincore(page, 1, &vec) == 0) return 1;
+  return errno == ENOMEM ? 0 : -1;
+}
+
+// msync with nothing to write (MS_ASYNC) only checks the range is mapped.
+int mapped_by_msync(void* page) {
+  if (syscall(SYS_msync, page, 1, MS_ASYNC) == 0) return 1;
+  return errno == ENOMEM ? 0 : -1;
+}
+
+// One byte read through the kernel from this process (no ptrace check
+// within a process): EFAULT where nothing readable is mapped.
+int mapped_by_reading(void* page) {
+  char byte;
+  iovec local{&byte, 1};
+  iovec remote{page, 1};
+  if (syscall(SYS_process_vm_readv, getpid(), &local, 1, &remote, 1, 0) == 1) return 1;
+  return errno == EFAULT ? 0 : -1;
+}
+}  // namespace
+
+// The first probe that answers decides. If none does, the page is taken for
+// mapped: the caller then reads it, as glibc's own free would (the limit is
+// in architecture.md, "Known limits").
+bool is_mapped(const void* p) {
+  void* page = reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(p) & ~(page_size() - 1));
   int saved = errno;
-  bool mapped = mincore(reinterpret_cast<void*>(page), 1, &vec) == 0 || errno != ENOMEM;
+  int mapped = -1;
+  for (auto probe : {mapped_by_mincore, mapped_by_msync, mapped_by_reading})
+    if ((mapped = probe(page)) >= 0) break;
   errno = saved;
-  return mapped;
+  return mapped != 0;
 }
 
 std::uint64_t random_u64() {

@@ -47,8 +47,9 @@ bool protect(void* p, std::size_t size, bool accessible);
 // them off when it opens them again or gives up on them.
 void owe_reopening(std::ptrdiff_t bytes);
 
-// Whether the page holding p is mapped (mincore): a read of p then does not
-// fault for want of a mapping. A system call: slow paths only.
+// Whether the page holding p is mapped (mincore; msync, then a read through
+// process_vm_readv where a seccomp filter refuses it): a read of p then does
+// not fault for want of a mapping. A system call or three: slow paths only.
 bool is_mapped(const void* p);
 
 // 64 random bits from the kernel (getrandom); never blocks. Falls back to
@@ -76,7 +77,9 @@ void advise_huge(void* p, std::size_t size);
 
 // Fault a range in, writable, without changing its contents
 // (MADV_POPULATE_WRITE, Linux 5.14+). Best effort: false if the kernel is
-// older or out of memory; the pages then fault in on first touch as usual.
+// older or out of memory, or if the range is over 2 MiB and more than half
+// of the memory free now (not asked: the kernel would call the OOM killer);
+// the pages then fault in on first touch as usual.
 bool populate(void* p, std::size_t size);
 
 // Restarting other threads' restartable sequences (rseq), for the bulk
