@@ -188,9 +188,11 @@ void check_realloc_own(thread_heap<C>*, span* s, void* p) {
 
 // The owner's free that found the key in b: b is free already, wherever it
 // waits (free_key.h: its span's list, a block cache, a CPU's stack, another
-// thread's batch or this heap's inbox, a span's remote list). Tail-called,
-// and noipa: GCC, seeing that it never returns, made the call no tail call
-// and set up a stack frame on the free fast path (2 instructions).
+// thread's batch or this heap's inbox, a span's remote list); also the
+// remote free that found b at the head of its batch (remote_free.h).
+// Tail-called, and noipa: GCC, seeing that it never returns, made the call
+// no tail call and set up a stack frame on the free fast path (2
+// instructions).
 [[gnu::cold, gnu::noipa]] inline void report_keyed(const span* s, const block* b) {
   report_misuse("free", b, "double free", s->block_size);
 }

@@ -47,7 +47,8 @@ class thread_heaps {
 
   // A small block of span s, freed by a thread whose heap (h, possibly the
   // empty heap) does not own s: batched for the owner, or handed to s.
-  void free_remote(heap_t* h, span* s, block* b);
+  // Inline (remote_free.h).
+  __attribute__((always_inline)) void free_remote(heap_t* h, span* s, block* b);
 
   // Hand every outbox of this thread to its heap (also done on every
   // allocation slow path, at trim and at thread exit).
@@ -160,7 +161,7 @@ class thread_heaps {
   void drain_inbox(heap_t* h);
   void deliver(heap_t* dest, block* head, block* tail, stats_t* st);
   void flush_outbox(heap_t* h, outbox& ob);
-  __attribute__((always_inline)) void join_batch(heap_t* h, outbox& ob, span* s, block* b);
+  __attribute__((always_inline)) void join_batch(heap_t* h, outbox& ob, span* s, block* b, std::uint64_t key);
   [[gnu::noinline]] void free_remote_slow(heap_t* h, span* s, block* b);
 
   // exit.ipp: giving spans up, and calls after a thread's heap is gone.
@@ -212,3 +213,5 @@ class thread_heaps {
 };
 
 }  // namespace tenon
+
+#include "tenon/heap/remote_free.h"  // the inline remote free, which needs the class whole
