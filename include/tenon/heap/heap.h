@@ -231,11 +231,13 @@ __attribute__((always_inline)) inline void free_to_own_span(thread_heaps<C>& hom
 // (the freeing thread stored it as the block joined its batch, remote.ipp),
 // which here says nothing, so only the block-start test is made (the inbox
 // may bring a never-carved slot that another thread let through, which
-// bounds it by the capacity only).
+// bounds it by the capacity only). As on the owner's free, a block of a
+// class with a block cache fails the test and goes to the cache
+// (thread_heaps::sort_to_cache), its span's list and count untouched.
 template <class C>
 __attribute__((always_inline)) inline void sort_to_own_span(thread_heaps<C>& home, thread_heap<C>* h, span* s,
                                                             block* b) {
-  if (__builtin_expect(!s->starts_carved_block(b), 0)) report_not_carved_block(s, b);
+  if (__builtin_expect(!s->starts_carved_block_uncached(b), 0)) return home.sort_to_cache(h, s, b);
   push_local_free<C>(home, h, s, b, free_key());
 }
 

@@ -42,8 +42,10 @@ class thread_heaps {
   // Slow paths of the inline fast paths in heap.h.
   void* alloc_slow(heap_t* h, unsigned cls);
   void local_free_slow(heap_t* h, span* s);
-  // The owner's free of a block of a span of a cached class (block_cache.h).
+  // The owner's free of a block of a span of a cached class (block_cache.h),
+  // and the same block sorted from the owner's inbox.
   void free_to_cache(heap_t* h, span* s, block* b);
+  __attribute__((always_inline)) void sort_to_cache(heap_t* h, span* s, block* b);
 
   // A small block of span s, freed by a thread whose heap (h, possibly the
   // empty heap) does not own s: batched for the owner, or handed to s.
@@ -151,7 +153,6 @@ class thread_heaps {
   void cache_return(heap_t* h, block* b);
   [[gnu::noinline]] void cache_trim(heap_t* h, block_cache& c, std::uint32_t keep);
   [[gnu::noinline]] void cache_overflow(heap_t* h, block_cache& c);
-  void cache_free(heap_t* h, span* s, block_cache& c);
   void cache_push(heap_t* h, span* s, block* b, std::uint64_t key, block_cache& c);
   void drop_caches(heap_t* h);
 
