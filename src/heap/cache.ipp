@@ -128,9 +128,11 @@ void thread_heaps<C>::free_to_cache(heap_t* h, span* s, block* b) {
 // b, a block of s taken from the owner's inbox (sort_to_own_span), where it
 // failed the block-start test as free_to_cache's blocks do: to the cache as
 // they go, without the key test (every block in the inbox holds the key:
-// the freeing thread stored it). Until 2026-11-28 it went on its span's
+// the freeing thread stored it). Until 2026-11-29 it went on its span's
 // list and local_free_slow took it back off for the cache (docs/
-// architecture.md, layer 5, "The inbox sort's cached blocks").
+// architecture.md, layer 5, "The remote free's instructions and the inbox
+// sort's cached blocks"). Also where a block that fails the uncached test
+// for any other reason is reported (a never-carved slot of either kind).
 template <class C>
 __attribute__((always_inline)) inline void thread_heaps<C>::sort_to_cache(heap_t* h, span* s, block* b) {
   unsigned i = kBlockCache.slot[s->cls];
