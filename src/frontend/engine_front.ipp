@@ -50,12 +50,25 @@ void clear_reused(void* p, std::size_t n) {
 // carves, so it bounds the block by the capacity, not the carved count; a
 // never-allocated slot it lets through is caught by the owner's free when
 // the owner sorts its inbox.
-inline void check_small_block(const span* s, const void* p) {
+// The test, and its report apart: cold, tail-called and noipa (see
+// report_keyed in heap.h), so that the remote free, inline in
+// free_not_owned, sets up no stack frame for a call that never returns.
+// The fast test leaves out two of in_taken_slice's: a slice no span has
+// used names g_no_span, and the header's slice (0) is never a span's, so
+// it names g_no_span too (arena/take.ipp), whose capacity bound is 0: its
+// block-start test admits no pointer. The report tells them apart.
+inline bool in_taken_slice(const span* s, const void* p) {
   std::uint64_t bit = std::uint64_t{1} << lookup::slice_of(p);
-  bool taken = s != &g_no_span && lookup::slice_of(p) != 0 &&
-               (chunk_of(p)->used.load(std::memory_order_relaxed) & bit) != 0;
-  if (!taken) report_misuse("free", p, "invalid pointer (not in a block: never allocated or already freed)", 0);
-  if (!s->starts_block(p)) report_misuse("free", p, "invalid pointer (not the start of a block)", s->block_size);
+  return s != &g_no_span && lookup::slice_of(p) != 0 && (chunk_of(p)->used.load(std::memory_order_relaxed) & bit) != 0;
+}
+inline bool is_small_block(const span* s, const void* p) {
+  std::uint64_t bit = std::uint64_t{1} << lookup::slice_of(p);
+  return (chunk_of(p)->used.load(std::memory_order_relaxed) & bit) != 0 && s->starts_block(p);
+}
+[[gnu::cold, gnu::noipa]] inline void report_not_small_block(const span* s, const void* p) {
+  if (!in_taken_slice(s, p))
+    report_misuse("free", p, "invalid pointer (not in a block: never allocated or already freed)", 0);
+  report_misuse("free", p, "invalid pointer (not the start of a block)", s->block_size);
 }
 
 // realloc of p in small span s must name a live block: a block start (one
@@ -139,7 +152,7 @@ void engine_front<E>::free_not_owned(span* s, void* p) noexcept {
     E.large.free(s, p, h == &g_empty_heap<config> ? nullptr : &h->st, runs, runs ? E.heaps.live_heaps() : 0);
     return;
   }
-  front_detail::check_small_block(s, p);
+  if (__builtin_expect(!front_detail::is_small_block(s, p), 0)) return front_detail::report_not_small_block(s, p);
   E.heaps.free_remote(h, s, static_cast<block*>(p));
 }
 

@@ -109,24 +109,6 @@ void thread_heaps<C>::cache_trim(heap_t* h, block_cache& c, std::uint32_t keep) 
   }
 }
 
-// The slow path of a push onto the list of a span of a cached class (the
-// inbox sort's; the owner's own frees go through free_to_cache): b goes to
-// the cache instead and stays counted as in use by the span.
-template <class C>
-void thread_heaps<C>::cache_free(heap_t* h, span* s, block_cache& c) {
-  block* b = s->free;
-  s->free = C::links::next(b, s);
-  s->add_used(1);
-  if (s->until_slow != 0) s->set_low_mark(s->used());  // the next local free comes here too
-  // The block freed last heads the cache: freeing it again is the commonest
-  // double free, caught here as the fast path catches it on a span's list
-  // (tested after the span's fields, where the compiled code is shorter).
-  if (__builtin_expect(b == c.front.free, 0)) report_misuse("free", b, "double free", s->block_size);
-  C::links::set_next(b, c.front.free, &c.front);
-  c.front.free = b;
-  if (--c.front.until_slow < -static_cast<std::int32_t>(c.limit)) cache_overflow(h, c);
-}
-
 // The owner's free of b, a block of s that failed the fast path's block-
 // start test: every block of a span of a cached class does (its bound is
 // kept aside, span::set_carved), and goes to the cache here without the
@@ -141,6 +123,25 @@ void thread_heaps<C>::free_to_cache(heap_t* h, span* s, block* b) {
   std::uint64_t key = free_key();
   if (__builtin_expect(second_word(b) == key, 0)) return report_keyed(s, b);
   cache_push(h, s, b, key, h->cache[i]);
+}
+
+// b, a block of s taken from the owner's inbox (sort_to_own_span), where it
+// failed the block-start test as free_to_cache's blocks do: to the cache as
+// they go, without the key test (every block in the inbox holds the key:
+// the freeing thread stored it). Until 2026-11-29 it went on its span's
+// list and local_free_slow took it back off for the cache (docs/
+// architecture.md, layer 5, "The remote free's instructions and the inbox
+// sort's cached blocks"). Also where a block that fails the uncached test
+// for any other reason is reported (a never-carved slot of either kind).
+template <class C>
+__attribute__((always_inline)) inline void thread_heaps<C>::sort_to_cache(heap_t* h, span* s, block* b) {
+  unsigned i = kBlockCache.slot[s->cls];
+  if (i == block_cache_detail::kNone || !s->starts_carved_block_cached(b)) report_not_carved_block(s, b);
+  block_cache& c = h->cache[i];
+  // The block cached last, sent again by another thread: a double free that
+  // the key missed (the program wrote over it), caught as on a span's list.
+  if (__builtin_expect(b == c.front.free, 0)) report_misuse("free", b, "double free", s->block_size);
+  cache_push(h, s, b, free_key(), c);
 }
 
 // b, a block of s, freed by its owner: on the cache's list with the key.

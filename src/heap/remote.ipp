@@ -141,69 +141,6 @@ void thread_heaps<C>::flush_remote(heap_t* h) {
   while (h->out_pending) flush_outbox(h, h->out[std::countr_zero(h->out_pending)]);
 }
 
-// The outbox slot of a destination heap: from the heap's address, not a
-// field of it (reading the destination heap's memory on every free would
-// need ordering and a cache line we do not have). Heaps of one segment are
-// contiguous, so they take consecutive slots.
-inline unsigned outbox_slot(const void* dest, std::size_t heap_size) {
-  return static_cast<unsigned>((reinterpret_cast<std::uintptr_t>(dest) / heap_size) % kOutboxes);
-}
-
-// The common case on its own: the block joins a batch already started for
-// its owner. Everything else is free_remote_slow's, so that this path saves
-// no registers and sets up no frame (docs/architecture.md, "Where a weak
-// row's time goes").
-template <class C>
-void thread_heaps<C>::free_remote(heap_t* h, span* s, block* b) {
-  TENON_CHECK(s->kind == span_kind::small);
-  // Acquire pairs with the release that published the owner: the heap's
-  // construction (its inbox word) happens before our delivery to it.
-  void* dest = s->owner.load(std::memory_order_acquire);
-  outbox& ob = h->out[outbox_slot(dest, sizeof(heap_t))];
-  // A started batch (count > 0) has a live heap as its destination, never
-  // ours (our own blocks never enter an outbox) and never null: the empty
-  // heap's outboxes stay empty, and an unowned span's null owner matches
-  // no started batch.
-  // A block holding the free key is free already (free_key.h): reported in
-  // free_remote_slow.
-  if (__builtin_expect(ob.dest != dest || ob.count == 0 || second_word(b) == free_key(), 0)) {
-    free_remote_slow(h, s, b);
-    return;
-  }
-  TENON_CHECK(dest != h && dest != nullptr);
-  join_batch(h, ob, s, b);
-}
-
-// b joins the batch ob has started for b's owner; handed over when full.
-// The block this thread freed last for that owner, freed again, is a double
-// free in a row (also caught by the key, which free_remote tests first). A
-// repeat further back holds the key its first free stored here and is
-// reported before it joins (free_remote_slow); flush_outbox's test of the
-// batch's first block (its link, null until the delivery) stays for a
-// program that wrote into a freed block's first words.
-template <class C>
-__attribute__((always_inline)) inline void thread_heaps<C>::join_batch(heap_t* h, outbox& ob, span* s, block* b) {
-  // The fields are read once into locals: the stores into the block (which
-  // may alias anything) would make the compiler read them again.
-  block* head = ob.head;
-  std::uint32_t n = ob.count;
-  if (__builtin_expect(b == head, 0)) report_misuse("free", b, "double free", s->block_size);
-  block*& earlier = ob.ahead[n % kOutboxAhead];
-  block* ahead = earlier;
-  earlier = b;
-  ob.head = b;
-  ob.count = ++n;
-  // The key, as on every list of free blocks (free_key.h): a second free of
-  // b, by its owner, onto a CPU's stack or by another thread, finds it.
-  // (Stored after the outbox's fields and with the key read again: the
-  // other orders cost the path more, the stores into the block may alias
-  // the outbox.)
-  second_word(b) = free_key();
-  if (s->block_size > 16) third_word(b) = reinterpret_cast<std::uintptr_t>(ahead);
-  C::links::set_next(b, head, s);
-  if (n >= kRemoteBatchMax) flush_outbox(h, ob);
-}
-
 template <class C>
 void thread_heaps<C>::free_remote_slow(heap_t* h, span* s, block* b) {
   // A thread that only frees (the consumer of a producer/consumer pair) gets
@@ -236,7 +173,7 @@ void thread_heaps<C>::free_remote_slow(heap_t* h, span* s, block* b) {
     push_remote(s, b, b, 1, &h->st);
     return;
   }
-  outbox& ob = h->out[outbox_slot(dest, sizeof(heap_t))];
+  outbox& ob = h->out[outbox_slot<sizeof(heap_t)>(dest)];
   if (ob.dest != dest || ob.count == 0) {
     // A heap of another engine part (a first-class heap's): straight to its
     // inbox, never batched, so that no outbox holds a block of it when that
@@ -259,7 +196,7 @@ void thread_heaps<C>::free_remote_slow(heap_t* h, span* s, block* b) {
     h->out_pending |= 1u << (&ob - h->out);
     return;
   }
-  join_batch(h, ob, s, b);
+  join_batch(h, ob, s, b, free_key());
 }
 
 }  // namespace tenon

@@ -305,10 +305,8 @@ void thread_heaps<C>::collect_parked(heap_t* h) {
 
 template <class C>
 void thread_heaps<C>::local_free_slow(heap_t* h, span* s) {
-  if (unsigned i = kBlockCache.slot[s->cls]; i != block_cache_detail::kNone) {
-    cache_free(h, s, h->cache[i]);
-    return;
-  }
+  // A span of a cached class takes no push (free_to_cache, sort_to_cache).
+  TENON_CHECK(kBlockCache.slot[s->cls] == block_cache_detail::kNone);
   class_lists& l = h->lists[s->cls];
   if (s->state == span_state::full) {
     // First block back in a full span: it can serve allocations again.

@@ -188,9 +188,11 @@ void check_realloc_own(thread_heap<C>*, span* s, void* p) {
 
 // The owner's free that found the key in b: b is free already, wherever it
 // waits (free_key.h: its span's list, a block cache, a CPU's stack, another
-// thread's batch or this heap's inbox, a span's remote list). Tail-called,
-// and noipa: GCC, seeing that it never returns, made the call no tail call
-// and set up a stack frame on the free fast path (2 instructions).
+// thread's batch or this heap's inbox, a span's remote list); also the
+// remote free that found b at the head of its batch (remote_free.h).
+// Tail-called, and noipa: GCC, seeing that it never returns, made the call
+// no tail call and set up a stack frame on the free fast path (2
+// instructions).
 [[gnu::cold, gnu::noipa]] inline void report_keyed(const span* s, const block* b) {
   report_misuse("free", b, "double free", s->block_size);
 }
@@ -229,11 +231,13 @@ __attribute__((always_inline)) inline void free_to_own_span(thread_heaps<C>& hom
 // (the freeing thread stored it as the block joined its batch, remote.ipp),
 // which here says nothing, so only the block-start test is made (the inbox
 // may bring a never-carved slot that another thread let through, which
-// bounds it by the capacity only).
+// bounds it by the capacity only). As on the owner's free, a block of a
+// class with a block cache fails the test and goes to the cache
+// (thread_heaps::sort_to_cache), its span's list and count untouched.
 template <class C>
 __attribute__((always_inline)) inline void sort_to_own_span(thread_heaps<C>& home, thread_heap<C>* h, span* s,
                                                             block* b) {
-  if (__builtin_expect(!s->starts_carved_block(b), 0)) report_not_carved_block(s, b);
+  if (__builtin_expect(!s->starts_carved_block_uncached(b), 0)) return home.sort_to_cache(h, s, b);
   push_local_free<C>(home, h, s, b, free_key());
 }
 

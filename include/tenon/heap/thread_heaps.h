@@ -42,12 +42,15 @@ class thread_heaps {
   // Slow paths of the inline fast paths in heap.h.
   void* alloc_slow(heap_t* h, unsigned cls);
   void local_free_slow(heap_t* h, span* s);
-  // The owner's free of a block of a span of a cached class (block_cache.h).
+  // The owner's free of a block of a span of a cached class (block_cache.h),
+  // and the same block sorted from the owner's inbox.
   void free_to_cache(heap_t* h, span* s, block* b);
+  __attribute__((always_inline)) void sort_to_cache(heap_t* h, span* s, block* b);
 
   // A small block of span s, freed by a thread whose heap (h, possibly the
   // empty heap) does not own s: batched for the owner, or handed to s.
-  void free_remote(heap_t* h, span* s, block* b);
+  // Inline (remote_free.h).
+  __attribute__((always_inline)) void free_remote(heap_t* h, span* s, block* b);
 
   // Hand every outbox of this thread to its heap (also done on every
   // allocation slow path, at trim and at thread exit).
@@ -150,7 +153,6 @@ class thread_heaps {
   void cache_return(heap_t* h, block* b);
   [[gnu::noinline]] void cache_trim(heap_t* h, block_cache& c, std::uint32_t keep);
   [[gnu::noinline]] void cache_overflow(heap_t* h, block_cache& c);
-  void cache_free(heap_t* h, span* s, block_cache& c);
   void cache_push(heap_t* h, span* s, block* b, std::uint64_t key, block_cache& c);
   void drop_caches(heap_t* h);
 
@@ -160,7 +162,7 @@ class thread_heaps {
   void drain_inbox(heap_t* h);
   void deliver(heap_t* dest, block* head, block* tail, stats_t* st);
   void flush_outbox(heap_t* h, outbox& ob);
-  __attribute__((always_inline)) void join_batch(heap_t* h, outbox& ob, span* s, block* b);
+  __attribute__((always_inline)) void join_batch(heap_t* h, outbox& ob, span* s, block* b, std::uint64_t key);
   [[gnu::noinline]] void free_remote_slow(heap_t* h, span* s, block* b);
 
   // exit.ipp: giving spans up, and calls after a thread's heap is gone.
@@ -212,3 +214,5 @@ class thread_heaps {
 };
 
 }  // namespace tenon
+
+#include "tenon/heap/remote_free.h"  // the inline remote free, which needs the class whole

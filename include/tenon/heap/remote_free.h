@@ -1,0 +1,96 @@
+// Layer 5, thread heaps: the remote free's common case, a block joining the
+// batch its thread has started for the block's owner heap (the rest of the
+// path, and the batches' delivery, are src/heap/remote.ipp's). Inline, so
+// that the front end's free_not_owned takes it in: there the engine part is
+// a constant, and neither the call between the two nor the arguments moved
+// for it are paid on every remote free.
+#pragma once
+#include <cstdint>
+
+#include "tenon/common/checks.h"
+#include "tenon/heap/thread_heaps.h"
+#include "tenon/platform/misuse.h"
+
+namespace tenon {
+
+// The outbox slot of a destination heap: from the heap's address, not a
+// field of it (reading the destination heap's memory on every free would
+// need ordering and a cache line we do not have). Heaps of one segment are
+// contiguous, so they take consecutive slots: the address divided by the
+// heap's size, modulo kOutboxes, taken as the top 4 bits of the address
+// times 2^60 / size rounded up (the same but within 2^-13 of a heap
+// boundary, addresses being below 2^47; the slot is only a hash, as the
+// batch's `dest` is compared anyway). A division by a constant is a
+// widening `mul`, which takes two fixed registers and a mask more.
+template <std::size_t HeapSize>
+__attribute__((always_inline)) inline unsigned outbox_slot(const void* dest) {
+  static_assert(kOutboxes == 16, "the shift takes the top 4 bits");
+  constexpr std::uint64_t kMul = ((std::uint64_t{1} << 60) + HeapSize - 1) / HeapSize;
+  return static_cast<unsigned>((reinterpret_cast<std::uintptr_t>(dest) * kMul) >> 60);
+}
+
+// The common case on its own: the block joins a batch already started for
+// its owner. Everything else is free_remote_slow's, so that this path saves
+// no registers and sets up no frame (docs/architecture.md, "Where a weak
+// row's time goes"; "The remote free's instructions" for what the code
+// below is shaped by).
+template <class C>
+__attribute__((always_inline)) inline void thread_heaps<C>::free_remote(heap_t* h, span* s, block* b) {
+  TENON_CHECK(s->kind == span_kind::small);
+  // Acquire pairs with the release that published the owner: the heap's
+  // construction (its inbox word) happens before our delivery to it.
+  void* dest = s->owner.load(std::memory_order_acquire);
+  // The outbox's address hidden from the compiler, which otherwise kept the
+  // slot's index live to address the ring from h, and ran out of scratch
+  // registers for the key (a push and a pop).
+  outbox* slot = &h->out[outbox_slot<sizeof(heap_t)>(dest)];
+  asm("" : "+r"(slot));
+  outbox& ob = *slot;
+  // A started batch (count > 0) has a live heap as its destination, never
+  // ours (our own blocks never enter an outbox) and never null: the empty
+  // heap's outboxes stay empty, and an unowned span's null owner matches
+  // no started batch.
+  // A block holding the free key is free already (free_key.h): reported in
+  // free_remote_slow. Read once for the test and the store (join_batch).
+  std::uint64_t key = free_key();
+  if (__builtin_expect(ob.dest != dest || ob.count == 0 || second_word(b) == key, 0)) {
+    free_remote_slow(h, s, b);
+    return;
+  }
+  TENON_CHECK(dest != h && dest != nullptr);
+  join_batch(h, ob, s, b, key);
+}
+
+// b joins the batch ob has started for b's owner; handed over when full.
+// The block this thread freed last for that owner, freed again, is a double
+// free in a row (also caught by the key, which free_remote tests first). A
+// repeat further back holds the key its first free stored here and is
+// reported before it joins (free_remote_slow); flush_outbox's test of the
+// batch's first block (its link, null until the delivery) stays for a
+// program that wrote into a freed block's first words.
+template <class C>
+__attribute__((always_inline)) inline void thread_heaps<C>::join_batch(heap_t* h, outbox& ob, span* s, block* b,
+                                                                        std::uint64_t key) {
+  // The fields are read once into locals: the stores into the block (which
+  // may alias anything) would make the compiler read them again.
+  block* head = ob.head;
+  std::uint32_t n = ob.count;
+  // Tail-called (report_keyed, heap.h): a call that never returns made the
+  // compiler set up a stack frame on this path.
+  if (__builtin_expect(b == head, 0)) return report_keyed(s, b);
+  block*& earlier = ob.ahead[n % kOutboxAhead];
+  block* ahead = earlier;
+  earlier = b;
+  ob.head = b;
+  ob.count = ++n;
+  // The key, as on every list of free blocks (free_key.h): a second free of
+  // b, by its owner, onto a CPU's stack or by another thread, finds it.
+  // (Stored after the outbox's fields: the stores into the block may alias
+  // the outbox, and before them would make the compiler read it again.)
+  second_word(b) = key;
+  if (s->block_size > 16) third_word(b) = reinterpret_cast<std::uintptr_t>(ahead);
+  C::links::set_next(b, head, s);
+  if (n >= kRemoteBatchMax) flush_outbox(h, ob);
+}
+
+}  // namespace tenon
