@@ -240,12 +240,14 @@ namespace {
 // and the question would be a second system call per span.
 constexpr std::size_t kPopulateUncheckedMax = std::size_t{2} << 20;
 
-// Whether `size` bytes fit in half of the memory free now (sysinfo: free
-// RAM and buffers). MADV_POPULATE_WRITE of more than the machine can give
-// does not fail with ENOMEM: the page allocator calls the OOM killer on the
-// way, which killed the process inside malloc(1 TiB) under TENON_POPULATE=1
-// (SIGKILL; or another process first) until 2026-11-29
-// (preload.populate_beyond_ram). Half is a margin for the program's other
+// Whether `size` bytes fit in half of the memory free now: on the machine
+// (sysinfo: free RAM and buffers) and in the process's memory cgroup (a
+// container's limit, which sysinfo does not see: cgroup_memory.cpp).
+// MADV_POPULATE_WRITE of more than the machine or the cgroup can give does
+// not fail with ENOMEM: the kernel calls the OOM killer on the way, which
+// killed the process inside malloc(1 TiB) under TENON_POPULATE=1 (SIGKILL;
+// or another process first) until 2026-11-29 (preload.populate_beyond_ram,
+// preload.populate_beyond_cgroup). Half is a margin for the program's other
 // needs and for other processes, not a measurement; threads that populate
 // at once may each take it (a bound, not a reservation). A refused sysinfo
 // answers no.
@@ -254,7 +256,8 @@ bool fits_free_memory(std::size_t size) {
   struct sysinfo si;
   if (sysinfo(&si) != 0) return false;
   unsigned long long free_bytes = (static_cast<unsigned long long>(si.freeram) + si.bufferram) * si.mem_unit;
-  return size <= free_bytes / 2;
+  if (size > free_bytes / 2) return false;
+  return size <= cgroup_memory_left() / 2;
 }
 }  // namespace
 

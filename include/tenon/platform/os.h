@@ -78,9 +78,15 @@ void advise_huge(void* p, std::size_t size);
 // Fault a range in, writable, without changing its contents
 // (MADV_POPULATE_WRITE, Linux 5.14+). Best effort: false if the kernel is
 // older or out of memory, or if the range is over 2 MiB and more than half
-// of the memory free now (not asked: the kernel would call the OOM killer);
-// the pages then fault in on first touch as usual.
+// of the memory free now, on the machine or in the process's memory cgroup
+// (not asked: the kernel would call the OOM killer); the pages then fault
+// in on first touch as usual.
 bool populate(void* p, std::size_t size);
+
+// Bytes the process's memory cgroups still allow (limit - usage, the least
+// over its cgroup and those above it, v2 or v1); all ones where none has a
+// limit or none can be read (cgroup_memory.cpp). About a dozen system calls.
+std::uint64_t cgroup_memory_left();
 
 // Restarting other threads' restartable sequences (rseq), for the bulk
 // pool's owned lanes (membarrier, Linux 5.10+). register_sequence_restarts()
