@@ -1,5 +1,7 @@
 // Foreign pointers: see foreign.h. Nothing here waits for another thread:
-// the header is read in place and the only calls out are mincore and munmap.
+// the header is read in place and the only calls out are munmap and the
+// mapping probe (os::is_mapped: mincore, or msync and process_vm_readv
+// where a seccomp filter refuses it).
 #include "tenon/frontend/foreign.h"
 
 #include "tenon/platform/glibc_chunk.h"
