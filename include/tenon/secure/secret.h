@@ -29,14 +29,21 @@ inline std::uint64_t fresh_word() {
 // final (its own CAS, or the failed CAS that read a racer's, with acquire),
 // so whoever reads lo nonzero (acquire) reads hi final, never 0 nor a value
 // that a losing racer drew. No thread waits: a failed CAS takes the winner's.
-[[gnu::cold, gnu::noinline]] inline secret_words draw_secret() {
+// `between` runs between the two words (nothing, but in the test that holds
+// a drawer there: SecureKeys.ADrawerHeldBetweenTheWordsHidesNothing).
+template <class Between>
+[[gnu::always_inline]] inline secret_words draw_secret_with(Between between) {
   std::uint64_t hi = 0, fresh_hi = fresh_word();
   if (g_secret_hi.compare_exchange_strong(hi, fresh_hi, std::memory_order_acq_rel, std::memory_order_acquire))
     hi = fresh_hi;
+  between();
   std::uint64_t lo = 0, fresh_lo = fresh_word();
   if (g_secret.compare_exchange_strong(lo, fresh_lo, std::memory_order_release, std::memory_order_acquire))
     lo = fresh_lo;
   return {lo, hi};
+}
+[[gnu::cold, gnu::noinline]] inline secret_words draw_secret() {
+  return draw_secret_with([] {});
 }
 
 // Always in line (as the free path's other pieces: canary.hpp's check_block
