@@ -86,15 +86,14 @@ static size_t populate_of_8_mib(void) {
 
 /* The checks, with `huge` the request too big to pre-fault. */
 static int check(size_t huge) {
-
   /* First the guard itself: the allocator's pre-faults must reach this
-   * madvise. If they did not (a raw syscall, say), the 1 TiB request below
+   * madvise. If they did not (a raw syscall, say), the big request below
    * would go to the kernel unguarded: stop before it. */
   size_t seen = populate_of_8_mib();
   printf("malloc(8 MiB) pre-faulted %zu bytes\n", seen);
   if (seen < ((size_t)8 << 20)) {
     printf("FAIL: the allocator's pre-faults do not reach this program's madvise (largest %zu): "
-           "the 1 TiB request is not made, it could take the machine down\n", seen);
+           "the %zu MiB request is not made, it could take the machine down\n", seen, huge >> 20);
     return 1;
   }
 
@@ -111,7 +110,7 @@ static int check(size_t huge) {
   free(p);
 
   char* q = malloc(100);
-  CHECK(q != NULL, "malloc(100) after the 1 TiB request failed");
+  CHECK(q != NULL, "malloc(100) after the %zu MiB request failed", huge >> 20);
   free(q);
   seen = populate_of_8_mib();
   printf("malloc(8 MiB) after it pre-faulted %zu bytes\n", seen);
