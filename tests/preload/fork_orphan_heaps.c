@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "../api/preload_check.h"
+#include "../api/resident_kib.h"
 
 enum { kThreads = 4, kBlocks = 4000, kSize = 1000, kRounds = 5 };
 static void* g_blocks[kThreads][kBlocks];
@@ -38,20 +39,10 @@ static void* holder(void* arg) {
   return NULL;
 }
 
-static long rss_kib(void) {
-  FILE* f = fopen("/proc/self/statm", "r");
-  long size = 0, resident = -1;
-  if (f) {
-    if (fscanf(f, "%ld %ld", &size, &resident) != 2) resident = -1;
-    fclose(f);
-  }
-  return resident * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
 /* The child: every block freed and allocated again, kRounds times. */
 static int child(void) {
   struct mallinfo2 m0 = mallinfo2();
-  long r0 = rss_kib(), first = 0;
+  long r0 = resident_kib(), first = 0;
   for (int r = 0; r < kRounds; ++r) {
     for (int t = 0; t < kThreads; ++t)
       for (int i = 0; i < kBlocks; ++i) free(g_blocks[t][i]);
@@ -62,7 +53,7 @@ static int child(void) {
         memset(g_blocks[t][i], 2, kSize);
       }
     struct mallinfo2 m = mallinfo2();
-    long rss = rss_kib();
+    long rss = resident_kib();
     long counted = ((long)m.uordblks - (long)m0.uordblks) / 1024;
     printf("round %d: bytes in use +%ld KiB, RSS +%ld KiB\n", r, counted, rss - r0);
     if (r == 0) first = rss;

@@ -23,18 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "../api/resident_kib.h"
 
 enum { kThreads = 50 };
 static pthread_barrier_t g_freed, g_counted;
 static int g_wait;  /* waiting: threads stay alive until counted */
-
-static long rss_kib(void) {
-  long pages = 0, rss = 0;
-  FILE* f = fopen("/proc/self/statm", "r");
-  if (!f || fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = -1;
-  if (f) fclose(f);
-  return rss * (sysconf(_SC_PAGESIZE) / 1024);
-}
 
 static void churn(int count, size_t size) {
   char* b[64];
@@ -75,7 +68,7 @@ int main(int argc, char** argv) {
   pthread_create(&t, NULL, exited_body, NULL);
   pthread_join(t, NULL);
   malloc_trim(0);
-  long start = rss_kib();
+  long start = resident_kib();
 
   pthread_t threads[kThreads];
   pthread_barrier_init(&g_freed, NULL, kThreads + 1);
@@ -88,9 +81,9 @@ int main(int argc, char** argv) {
   pthread_barrier_wait(&g_freed);
   if (!g_wait)
     for (int i = 0; i < kThreads; ++i) pthread_join(threads[i], NULL);
-  long before_trim = rss_kib();
+  long before_trim = resident_kib();
   malloc_trim(0);
-  long after = rss_kib();
+  long after = resident_kib();
   if (g_wait) {
     pthread_barrier_wait(&g_counted);
     for (int i = 0; i < kThreads; ++i) pthread_join(threads[i], NULL);

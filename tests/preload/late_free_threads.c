@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "preload_stats.h"
+#include "../api/resident_kib.h"
 
 /* A key created after tenon's (whose key is made at the first malloc, in the
  * last free key slot): glibc runs its destructor before tenon's in the first
@@ -116,16 +117,6 @@ static void* thread_body(void* arg) {
   return NULL;
 }
 
-static long rss_kib(void) {
-  long pages = 0, rss = 0;
-  FILE* f = fopen("/proc/self/statm", "r");
-  if (f) {
-    if (fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = 0;
-    fclose(f);
-  }
-  return rss * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
 static int run_threads(long n) {
   for (long i = 0; i < n; ++i) {
     pthread_t t;
@@ -167,9 +158,9 @@ int main(int argc, char** argv) {
   g_body = last_round ? last_round_body : thread_body;
   /* Warm up: the first threads set up glibc's and tenon's per-process state. */
   if (!run_threads(20)) return 1;
-  long heaps_before = heaps_in_use(), rss_before = rss_kib();
+  long heaps_before = heaps_in_use(), rss_before = resident_kib();
   if (!run_threads(threads)) return 1;
-  long heaps_after = heaps_in_use(), rss_after = rss_kib();
+  long heaps_after = heaps_in_use(), rss_after = resident_kib();
   printf("late frees%s: %ld threads, %d failed heap mallocs, heaps in use %ld -> %ld, RSS %ld -> %ld KiB, %d failed mallocs\n",
          heaps ? " (first heap calls in the last destructor round)" : last_round ? " (first calls in the last destructor round)" : "", threads, g_failed_heap_mallocs, heaps_before, heaps_after,
          rss_before, rss_after, g_failed_mallocs);

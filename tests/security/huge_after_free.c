@@ -31,19 +31,9 @@
 #include <unistd.h>
 
 #include "access_probe.h"
+#include "../api/resident_kib.h"
 
 #define MIB ((size_t)1 << 20)
-
-/* The resident set in KiB (/proc/self/statm's second field, in pages). */
-static long resident_kib(void) {
-  FILE* f = fopen("/proc/self/statm", "r");
-  long size = 0, resident = -1;
-  if (f) {
-    if (fscanf(f, "%ld %ld", &size, &resident) != 2) resident = -1;
-    fclose(f);
-  }
-  return resident < 0 ? -1 : resident * (sysconf(_SC_PAGESIZE) / 1024);
-}
 
 static int grow_untouched(void) {
   enum { kBlocks = 16 };
