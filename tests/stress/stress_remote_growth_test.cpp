@@ -315,4 +315,41 @@ TEST(RemoteGrowth, ANewBatchReusesTheSpansOfAnExitedOneFreedByOthers) {
   EXPECT_LE(chunks, 2) << "the new batch took fresh memory while the old spans, all free, waited";
 }
 
+// Random replacement of blocks of one class spread over many spans (larson
+// with 10,000 slots): a free into a full span must not make it the next one
+// malloc serves with that single block. Woken by its first free, each full
+// span went to the head of the avail list, served one block when the current
+// span ran out and was parked full again: a slow path per block or two
+// (docs/architecture.md, layer 5, "Where a weak row's time goes: larson").
+// Counted here as how often consecutive mallocs of the class come from
+// different spans; with 2,000 live blocks of 512 B (16 spans of 128) a span,
+// once current, should serve a run of blocks.
+TEST(SpanChurn, AFullSpanServesAgainOnlyWithARunOfFreeBlocks) {
+  constexpr std::size_t kSize = 512, kLive = 2000;
+  const std::size_t steps = tenon_test::scaled(200000);
+  std::size_t switches = 0;
+  Failures failures;
+  std::thread([&] {  // a heap of its own
+    std::vector<void*> live(kLive);
+    for (auto& p : live)
+      if (!(p = tenon_malloc(kSize))) return failures.add("tenon_malloc(512) returned NULL");
+    std::mt19937_64 rng(7);
+    std::uintptr_t last_span = 0;
+    for (std::size_t i = 0; i < steps; ++i) {
+      void*& slot = live[rng() % kLive];
+      tenon_free(slot);
+      if (!(slot = tenon_malloc(kSize))) return failures.add("tenon_malloc(512) returned NULL");
+      std::uintptr_t span = reinterpret_cast<std::uintptr_t>(slot) >> 16;  // 64 KiB slices: one span each
+      switches += span != last_span;
+      last_span = span;
+    }
+    for (void* p : live) tenon_free(p);
+  }).join();
+  ASSERT_EQ(failures.count(), 0) << failures.first();
+  std::printf("%zu mallocs of %zu B among %zu live: %zu span switches, %.1f mallocs a span\n", steps, kSize, kLive,
+              switches, double(steps) / double(switches ? switches : 1));
+  // An eighth of a span's 128 blocks is 16; a switch per block or two before.
+  EXPECT_GE(steps, 8 * switches) << "full spans came back to serve one or two blocks each";
+}
+
 }  // namespace
