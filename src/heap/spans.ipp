@@ -42,6 +42,19 @@ constexpr std::uint32_t max_carve() {
   else return 4096 / 8;
 }
 
+// How many local frees a full span waits for before it goes back on the
+// avail list: an eighth of its blocks (at least one). Woken by its first
+// free, a span went to the head of the avail list with one block, became
+// current when the current one ran out, served that block and was parked
+// full again: a slow path (and the remote word's exchange) per block or two
+// once a class's blocks are spread over many spans (larson with 10,000
+// slots: docs/architecture.md, layer 5, "Where a weak row's time goes:
+// larson"). snmalloc wakes a full slab after a share of its blocks too.
+// The blocks freed meanwhile wait in the span, at most an eighth of it.
+constexpr std::uint32_t wake_after(std::uint32_t capacity) {
+  return capacity / 8 ? capacity / 8 : 1;
+}
+
 }  // namespace heap_detail
 
 // Carve the next blocks of a span into its local free list, which must be
@@ -234,7 +247,9 @@ bool thread_heaps<C>::park_full(class_lists& l, span* s) {
     return false;
   }
   s->state = span_state::full;
-  s->set_low_mark(s->used());  // the next local free (used - 1) reaches the slow path
+  // The local free that brings the span back to avail is the wake_after-th
+  // (heap_detail::wake_after), not the first: see there.
+  s->set_low_mark(s->used() - heap_detail::wake_after(s->capacity) + 1);
   heap_detail::list_push(&l.full, s);
   ++l.nfull;
   return true;
@@ -309,7 +324,7 @@ void thread_heaps<C>::local_free_slow(heap_t* h, span* s) {
   TENON_CHECK(kBlockCache.slot[s->cls] == block_cache_detail::kNone);
   class_lists& l = h->lists[s->cls];
   if (s->state == span_state::full) {
-    // First block back in a full span: it can serve allocations again.
+    // wake_after blocks back in a full span: it can serve allocations again.
     heap_detail::list_unlink(&l.full, s);
     --l.nfull;
     s->set_low_mark(1);
