@@ -43,16 +43,22 @@ constexpr std::uint32_t max_carve() {
 }
 
 // How many local frees a full span waits for before it goes back on the
-// avail list: an eighth of its blocks (at least one). Woken by its first
-// free, a span went to the head of the avail list with one block, became
-// current when the current one ran out, served that block and was parked
-// full again: a slow path (and the remote word's exchange) per block or two
-// once a class's blocks are spread over many spans (larson with 10,000
-// slots: docs/architecture.md, layer 5, "Where a weak row's time goes:
-// larson"). snmalloc wakes a full slab after a share of its blocks too.
-// The blocks freed meanwhile wait in the span, at most an eighth of it.
+// avail list: an eighth of its blocks, at least one and at most
+// kWakeAfterMax. Woken by its first free, a span went to the head of the
+// avail list with one block, became current when the current one ran out,
+// served that block and was parked full again: a slow path (and the remote
+// word's exchange) per block or two once a class's blocks are spread over
+// many spans (larson with 10,000 slots: docs/architecture.md, layer 5,
+// "Where a weak row's time goes: larson"). snmalloc wakes a full slab after
+// a share of its blocks too. The blocks freed meanwhile wait in the span:
+// at most an eighth of it, and for the classes under 128 B (512 blocks and
+// more a span) at most kWakeAfterMax blocks, 4 KiB of 64-byte ones (an
+// eighth: 1,024 blocks of 16 B waited for 1.5% fewer instructions on
+// larson with 100,000 slots of 8-64 B, 232.6 M against 235.2 M).
+constexpr std::uint32_t kWakeAfterMax = 64;
 constexpr std::uint32_t wake_after(std::uint32_t capacity) {
-  return capacity / 8 ? capacity / 8 : 1;
+  std::uint32_t n = capacity / 8;
+  return n < 1 ? 1 : n > kWakeAfterMax ? kWakeAfterMax : n;
 }
 
 }  // namespace heap_detail
