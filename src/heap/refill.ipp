@@ -142,6 +142,21 @@ inline span* take_owned(class_lists& l) {
   return s;
 }
 
+// A full span with blocks freed into it that have not yet woken it (fewer
+// than wake_after, spans.ipp): the last resort when no memory can be had,
+// so that a program at its address-space limit still gets back a block it
+// freed (preload address_space_limit: 64 MiB of 16-byte blocks, one freed,
+// the next malloc failed). A walk of the full list, on that path only.
+inline span* take_sleeping(class_lists& l) {
+  for (span* s = l.full; s; s = s->next)
+    if (s->free) {
+      list_unlink(&l.full, s);
+      --l.nfull;
+      return s;
+    }
+  return nullptr;
+}
+
 }  // namespace heap_detail
 
 template <class C>
@@ -159,6 +174,7 @@ span* thread_heaps<C>::find_span(heap_t* h, unsigned cls) {
     if (span* s = adopt_partial(h, cls)) return s;
   }
   if (span* s = form_small_span(h, cls, &h->chunk_hint, &h->st)) return s;
+  if (span* s = heap_detail::take_sleeping(l)) return s;
   if (budget_ && make_room(h, cls)) return form_small_span(h, cls, &h->chunk_hint, &h->st);
   return nullptr;
 }
