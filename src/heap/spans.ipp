@@ -49,12 +49,15 @@ constexpr std::uint32_t max_carve() {
 // served that block and was parked full again: a slow path (and the remote
 // word's exchange) per block or two once a class's blocks are spread over
 // many spans (larson with 10,000 slots: docs/architecture.md, layer 5,
-// "Where a weak row's time goes: larson"). snmalloc wakes a full slab after
-// a share of its blocks too. The blocks freed meanwhile wait in the span:
-// at most an eighth of it, and for the classes under 128 B (512 blocks and
-// more a span) at most kWakeAfterMax blocks, 4 KiB of 64-byte ones (an
-// eighth: 512 blocks of 16 B waited, for 1.1% fewer instructions on
-// larson with 100,000 slots of 8-64 B, 232.6 M against 235.2 M).
+// "Where a weak row's time goes: larson, xmalloc, glibc-thread at one
+// thread"). snmalloc wakes a full slab after an eighth of its blocks too
+// (at most 32). The blocks freed meanwhile wait in the span: at most an
+// eighth of it, and for the classes under 128 B (512 blocks and more a
+// span) at most kWakeAfterMax blocks, 4 KiB of 64-byte ones. An eighth
+// alone let 512 blocks of 16 B wait, for 1.1% fewer instructions on larson
+// with 100,000 slots of 8-64 B (232.6 M against 235.2 M). A full span with
+// sleeping blocks is still taken before an allocation fails (refill.ipp,
+// take_sleeping).
 constexpr std::uint32_t kWakeAfterMax = 64;
 constexpr std::uint32_t wake_after(std::uint32_t capacity) {
   std::uint32_t n = capacity / 8;

@@ -320,7 +320,8 @@ TEST(RemoteGrowth, ANewBatchReusesTheSpansOfAnExitedOneFreedByOthers) {
 // malloc serves with that single block. Woken by its first free, each full
 // span went to the head of the avail list, served one block when the current
 // span ran out and was parked full again: a slow path per block or two
-// (docs/architecture.md, layer 5, "Where a weak row's time goes: larson").
+// (docs/architecture.md, layer 5, "Where a weak row's time goes: larson,
+// xmalloc, glibc-thread at one thread").
 // Counted here as how often consecutive mallocs of the class come from
 // different spans; with 2,000 live blocks of 512 B (16 spans of 128) a span,
 // once current, should serve a run of blocks.
