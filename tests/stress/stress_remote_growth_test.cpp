@@ -315,4 +315,55 @@ TEST(RemoteGrowth, ANewBatchReusesTheSpansOfAnExitedOneFreedByOthers) {
   EXPECT_LE(chunks, 2) << "the new batch took fresh memory while the old spans, all free, waited";
 }
 
+// The spans of a size class held by the owner after every block of it came
+// back through its inbox, as seen from another thread (tenon_stats_get
+// empties only the calling thread's caches).
+std::size_t spans_of_size(std::size_t size) {
+  tenon_stats st{};
+  st.version = TENON_STATS_VERSION;
+  if (tenon_stats_get(&st) != 0) return ~std::size_t{0};
+  for (unsigned c = 0; c < st.classes; ++c)
+    if (st.class_stats[c].block_size == size) return st.class_stats[c].spans;
+  return ~std::size_t{0};
+}
+
+// A thread allocates blocks of two sizes, another thread frees them all,
+// and the first moves on to a third size. The blocks reach it through its
+// inbox at its next allocation slow path; it must keep no span of the sizes
+// it no longer allocates: neither a cached class's (1 KiB: its cache kept up
+// to 16 blocks, each holding its span) nor the current span of an uncached
+// one (256 B: kept empty for good). With many threads doing this in turn
+// (remote-free T64) they held about 60 MB that the next size took fresh.
+TEST(RemoteGrowth, AThreadThatMovedOnKeepsNoSpanOfTheSizesOthersFreed) {
+  constexpr std::size_t kBlocks = 2048;  // 32 spans of 1 KiB blocks, 8 of 256 B
+  const std::size_t before_1k = spans_of_size(1024), before_256 = spans_of_size(256);
+  std::atomic<int> step{0};
+  Failures failures;
+  std::thread owner([&] {
+    std::vector<void*> blocks;
+    for (std::size_t i = 0; i < kBlocks; ++i) {
+      blocks.push_back(tenon_malloc(1024));
+      blocks.push_back(tenon_malloc(256));
+      if (!blocks[blocks.size() - 1] || !blocks[blocks.size() - 2]) return failures.add("tenon_malloc returned NULL");
+    }
+    free_on_another_thread(blocks);  // its outboxes delivered to our inbox as it exits
+    // A new size, of a cached class: its first allocation takes the slow
+    // path, which drains the inbox, even on a heap taken over from an
+    // earlier test in this process (a parked heap's caches are empty).
+    void* p = tenon_malloc(2048);
+    step.store(1);
+    while (step.load() != 2) std::this_thread::yield();  // alive (caches and all) while main looks
+    tenon_free(p);
+  });
+  while (step.load() == 0 && failures.count() == 0) std::this_thread::yield();
+  const std::size_t after_1k = spans_of_size(1024), after_256 = spans_of_size(256);
+  step.store(2);
+  owner.join();
+  ASSERT_EQ(failures.count(), 0) << failures.first();
+  std::printf("spans of 1 KiB: %zu before, %zu after; of 256 B: %zu before, %zu after\n", before_1k, after_1k,
+              before_256, after_256);
+  EXPECT_LE(after_1k, before_1k) << "1 KiB spans held by blocks cached for a size the thread no longer allocates";
+  EXPECT_LE(after_256, before_256) << "an empty current span of 256 B kept by a thread that moved on";
+}
+
 }  // namespace
