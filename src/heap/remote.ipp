@@ -60,8 +60,12 @@ void thread_heaps<C>::push_remote(span* s, block* head, block* tail, std::uint32
 // starts 16 bytes into the inner one; FreshBlocks.BlocksFreedByAnother
 // ThreadHoldNoPointerInTheirFirstThreeWords: 17,496 of 80,000 fresh 64-byte
 // blocks until 2026-11-27, seventh session).
+// serving: the class whose allocation slow path drains (kNumClasses: none);
+// the other classes the sort brought blocks of are let go of (let_go_of).
 template <class C>
-void thread_heaps<C>::sort_inbox_chain(heap_t* h, block* b) {
+void thread_heaps<C>::sort_inbox_chain(heap_t* h, block* b, unsigned serving) {
+  static_assert(kNumClasses <= 64, "one bit a class");
+  std::uint64_t classes = 0;  // those whose spans got blocks
   while (b) {
     span* s = lookup::span_of(b);
     if (s->block_size > 16) {
@@ -70,6 +74,7 @@ void thread_heaps<C>::sort_inbox_chain(heap_t* h, block* b) {
     }
     block* next = C::links::next(b, s);
     if (s->owner.load(std::memory_order_relaxed) == h) {
+      classes |= std::uint64_t{1} << s->cls;
       sort_to_own_span(*this, h, s, b);
     } else {
       C::links::set_next(b, nullptr, s);
@@ -77,14 +82,39 @@ void thread_heaps<C>::sort_inbox_chain(heap_t* h, block* b) {
     }
     b = next;
   }
+  if (classes) let_go_of(h, classes, serving);
+}
+
+// Classes other than `serving` whose blocks came back through the inbox
+// keep nothing that would hold their spans: a cached class's blocks go back
+// to their spans (its cache emptied: the sort's blocks and those a refill
+// left), and a current span with no block in use goes back to the arena.
+// Without it, a thread that had moved on to other sizes kept up to a cache's
+// bound of blocks and a current span of each size it used before, each
+// cached block holding its whole span, while it took fresh memory for the
+// new size (remote-free T64: architecture.md, layer 5, "Spans held for
+// sizes a thread no longer allocates"). A class taken up again forms or
+// refills as on its first use.
+template <class C>
+void thread_heaps<C>::let_go_of(heap_t* h, std::uint64_t classes, unsigned serving) {
+  if (serving < kNumClasses) classes &= ~(std::uint64_t{1} << serving);
+  for (; classes; classes &= classes - 1) {
+    auto cls = static_cast<unsigned>(std::countr_zero(classes));
+    if (unsigned i = kBlockCache.slot[cls]; i != block_cache_detail::kNone) {
+      cache_trim(h, h->cache[i], 0);
+      h->current[cls] = &g_empty_span;
+    } else {
+      release_if_empty_current(h, cls);
+    }
+  }
 }
 
 template <class C>
-void thread_heaps<C>::drain_inbox(heap_t* h) {
+void thread_heaps<C>::drain_inbox(heap_t* h, unsigned serving) {
   if (h->inbox.load(std::memory_order_relaxed) == 0) return;
   TENON_INJECT_POINT("inbox.drain");
   auto chain = h->inbox.exchange(0, std::memory_order_acquire);
-  sort_inbox_chain(h, reinterpret_cast<block*>(chain));
+  sort_inbox_chain(h, reinterpret_cast<block*>(chain), serving);
 }
 
 // Hand a chain to its destination heap's inbox in one CAS. If that heap's
