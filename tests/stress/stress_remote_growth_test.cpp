@@ -329,11 +329,12 @@ std::size_t spans_of_size(std::size_t size) {
 
 // A thread allocates blocks of two sizes, another thread frees them all,
 // and the first moves on to a third size. The blocks reach it through its
-// inbox at its next allocation slow path; it must keep no span of the sizes
-// it no longer allocates: neither a cached class's (1 KiB: its cache kept up
-// to 16 blocks, each holding its span) nor the current span of an uncached
-// one (256 B: kept empty for good). With many threads doing this in turn
-// (remote-free T64) they held about 60 MB that the next size took fresh.
+// inbox at its next allocation slow path; it must keep no span of the
+// uncached size it no longer allocates (256 B: its current span was kept
+// empty for good). The cached size (1 KiB) keeps the blocks its cache holds,
+// each holding its span: printed, not checked (emptying the cache there cost
+// mstress 17% more page faults; architecture.md, layer 5, "Spans held for
+// sizes a thread no longer allocates").
 TEST(RemoteGrowth, AThreadThatMovedOnKeepsNoSpanOfTheSizesOthersFreed) {
   constexpr std::size_t kBlocks = 2048;  // 32 spans of 1 KiB blocks, 8 of 256 B
   const std::size_t before_1k = spans_of_size(1024), before_256 = spans_of_size(256);
@@ -362,7 +363,6 @@ TEST(RemoteGrowth, AThreadThatMovedOnKeepsNoSpanOfTheSizesOthersFreed) {
   ASSERT_EQ(failures.count(), 0) << failures.first();
   std::printf("spans of 1 KiB: %zu before, %zu after; of 256 B: %zu before, %zu after\n", before_1k, after_1k,
               before_256, after_256);
-  EXPECT_LE(after_1k, before_1k) << "1 KiB spans held by blocks cached for a size the thread no longer allocates";
   EXPECT_LE(after_256, before_256) << "an empty current span of 256 B kept by a thread that moved on";
 }
 
