@@ -331,7 +331,9 @@ std::size_t spans_of_size(std::size_t size) {
 // and the first moves on to a third size. The blocks reach it through its
 // inbox at its next allocation slow path; it must keep no span of the
 // uncached size it no longer allocates (256 B: its current span was kept
-// empty for good). The cached size (1 KiB) keeps the blocks its cache holds,
+// empty for good). The span goes at the next sort that brings no block of
+// its size (a class whose blocks still arrive is still in use): here one
+// more block, of 512 B, freed by another thread. The cached size (1 KiB) keeps the blocks its cache holds,
 // each holding its span: printed, not checked (emptying the cache there cost
 // mstress 17% more page faults; architecture.md, layer 5, "Spans held for
 // sizes a thread no longer allocates").
@@ -342,6 +344,7 @@ TEST(RemoteGrowth, AThreadThatMovedOnKeepsNoSpanOfTheSizesOthersFreed) {
   Failures failures;
   std::thread owner([&] {
     std::vector<void*> blocks;
+    void* extra = tenon_malloc(512);
     for (std::size_t i = 0; i < kBlocks; ++i) {
       blocks.push_back(tenon_malloc(1024));
       blocks.push_back(tenon_malloc(256));
@@ -352,9 +355,13 @@ TEST(RemoteGrowth, AThreadThatMovedOnKeepsNoSpanOfTheSizesOthersFreed) {
     // path, which drains the inbox, even on a heap taken over from an
     // earlier test in this process (a parked heap's caches are empty).
     void* p = tenon_malloc(2048);
+    free_on_another_thread({extra});
+    std::vector<void*> more;  // 2 KiB blocks, cached: a refill (a slow path) every 4 at least
+    for (int i = 0; i < 9; ++i) more.push_back(tenon_malloc(2048));
     step.store(1);
     while (step.load() != 2) std::this_thread::yield();  // alive (caches and all) while main looks
     tenon_free(p);
+    for (void* m : more) tenon_free(m);
   });
   while (step.load() == 0 && failures.count() == 0) std::this_thread::yield();
   const std::size_t after_1k = spans_of_size(1024), after_256 = spans_of_size(256);
