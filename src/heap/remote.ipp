@@ -93,8 +93,8 @@ void thread_heaps<C>::sort_inbox_chain(heap_t* h, block* b, unsigned serving) {
 // size (remote-free T64: architecture.md, layer 5, "Spans held for sizes a
 // thread no longer allocates"). Released at once, it went and was formed
 // again in a thread that still allocated its class, whose blocks others
-// freed as fast as it made them (xmalloc: 4.6% more spans formed, 15% more
-// page faults): a class whose blocks still arrive is not let go of. The
+// freed as fast as it made them (xmalloc's producers: 1.15x the page faults
+// in pairs): a class whose blocks still arrive is not let go of. The
 // block caches' classes have no current span of their own and are left as
 // they are: emptying their caches here cost mstress 17% more page faults.
 // classes: those this sort brought blocks of (bit c: class c).

@@ -333,10 +333,11 @@ std::size_t spans_of_size(std::size_t size) {
 // uncached size it no longer allocates (256 B: its current span was kept
 // empty for good). The span goes at the next sort that brings no block of
 // its size (a class whose blocks still arrive is still in use): here one
-// more block, of 512 B, freed by another thread. The cached size (1 KiB) keeps the blocks its cache holds,
-// each holding its span: printed, not checked (emptying the cache there cost
-// mstress 17% more page faults; architecture.md, layer 5, "Spans held for
-// sizes a thread no longer allocates").
+// more block, of 512 B, freed by another thread. The cached size (1 KiB)
+// keeps the blocks its cache holds, each holding its span: printed, not
+// checked (emptying the cache there cost mstress 17% more page faults;
+// architecture.md, layer 5, "Spans held for sizes a thread no longer
+// allocates").
 TEST(RemoteGrowth, AThreadThatMovedOnKeepsNoSpanOfTheSizesOthersFreed) {
   constexpr std::size_t kBlocks = 2048;  // 32 spans of 1 KiB blocks, 8 of 256 B
   const std::size_t before_1k = spans_of_size(1024), before_256 = spans_of_size(256);
