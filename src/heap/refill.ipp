@@ -203,7 +203,7 @@ void* thread_heaps<C>::alloc_slow(heap_t* h, unsigned cls) {
   }
   if (__builtin_expect(!h->traded, 0)) h = trade_for_parked(h);
   flush_remote(h);
-  drain_inbox(h);
+  drain_inbox(h, cls);
   if (kBlockCache.slot[cls] != block_cache_detail::kNone) {
     void* p = cache_alloc(h, cls);
     if (!p) errno = ENOMEM;

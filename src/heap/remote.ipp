@@ -60,8 +60,12 @@ void thread_heaps<C>::push_remote(span* s, block* head, block* tail, std::uint32
 // starts 16 bytes into the inner one; FreshBlocks.BlocksFreedByAnother
 // ThreadHoldNoPointerInTheirFirstThreeWords: 17,496 of 80,000 fresh 64-byte
 // blocks until 2026-11-27, seventh session).
+// serving: the class whose allocation slow path drains (kNumClasses: none);
+// the other classes the sort brought blocks of are let go of (let_go_of).
 template <class C>
-void thread_heaps<C>::sort_inbox_chain(heap_t* h, block* b) {
+void thread_heaps<C>::sort_inbox_chain(heap_t* h, block* b, unsigned serving) {
+  static_assert(kNumClasses <= 64, "one bit a class");
+  std::uint64_t classes = 0;  // those whose spans got blocks
   while (b) {
     span* s = lookup::span_of(b);
     if (s->block_size > 16) {
@@ -70,6 +74,7 @@ void thread_heaps<C>::sort_inbox_chain(heap_t* h, block* b) {
     }
     block* next = C::links::next(b, s);
     if (s->owner.load(std::memory_order_relaxed) == h) {
+      classes |= std::uint64_t{1} << s->cls;
       sort_to_own_span(*this, h, s, b);
     } else {
       C::links::set_next(b, nullptr, s);
@@ -77,14 +82,46 @@ void thread_heaps<C>::sort_inbox_chain(heap_t* h, block* b) {
     }
     b = next;
   }
+  if (classes | h->idle_currents) let_go_of(h, classes, serving);
+}
+
+// A current span left with no block in use by the inbox sort, of a class
+// other than `serving`, goes back to the arena at the next sort that brings
+// no block of its class, if it is still empty then. Kept, it stayed the
+// thread's for good once the thread had moved on to other sizes, however
+// much of it was resident, while the thread took fresh memory for the new
+// size (remote-free T64: architecture.md, layer 5, "Spans held for sizes a
+// thread no longer allocates"). Released at once, it went and was formed
+// again in a thread that still allocated its class, whose blocks others
+// freed as fast as it made them (xmalloc's producers: 1.15x the page faults
+// in pairs): a class whose blocks still arrive is not let go of. The
+// block caches' classes have no current span of their own and are left as
+// they are: emptying their caches here cost mstress 17% more page faults.
+// classes: those this sort brought blocks of (bit c: class c).
+template <class C>
+void thread_heaps<C>::let_go_of(heap_t* h, std::uint64_t classes, unsigned serving) {
+  std::uint64_t look = classes | h->idle_currents;
+  if (serving < kNumClasses) look &= ~(std::uint64_t{1} << serving);
+  h->idle_currents &= ~look;
+  for (; look; look &= look - 1) {
+    auto cls = static_cast<unsigned>(std::countr_zero(look));
+    span* s = h->current[cls];
+    if (kBlockCache.slot[cls] != block_cache_detail::kNone || s == &g_empty_span || s->used() != kCurrentBias)
+      continue;
+    std::uint64_t bit = std::uint64_t{1} << cls;
+    if (classes & bit)
+      h->idle_currents |= bit;  // blocks still arrive: looked at again next time
+    else
+      release_if_empty_current(h, cls);
+  }
 }
 
 template <class C>
-void thread_heaps<C>::drain_inbox(heap_t* h) {
+void thread_heaps<C>::drain_inbox(heap_t* h, unsigned serving) {
   if (h->inbox.load(std::memory_order_relaxed) == 0) return;
   TENON_INJECT_POINT("inbox.drain");
   auto chain = h->inbox.exchange(0, std::memory_order_acquire);
-  sort_inbox_chain(h, reinterpret_cast<block*>(chain));
+  sort_inbox_chain(h, reinterpret_cast<block*>(chain), serving);
 }
 
 // Hand a chain to its destination heap's inbox in one CAS. If that heap's

@@ -205,15 +205,23 @@ bool thread_heaps<C>::release_unused_spans(heap_t* h) {
       release_empty(h, s);
       any = true;
     }
-    if (kBlockCache.slot[cls] != block_cache_detail::kNone) continue;
-    if (span* s = h->current[cls]; s != &g_empty_span && s->used() == kCurrentBias) {
-      s->remove_used(kCurrentBias);
-      h->current[cls] = &g_empty_span;
-      release_empty(h, s);
-      any = true;
-    }
+    any |= release_if_empty_current(h, cls);
   }
   return any;
+}
+
+// Class cls's current span back to the arena if none of its blocks is in use
+// (used: the current bias alone). The block caches' classes have no current
+// span of their own (their current is the cache's front or the empty span).
+template <class C>
+bool thread_heaps<C>::release_if_empty_current(heap_t* h, unsigned cls) {
+  if (kBlockCache.slot[cls] != block_cache_detail::kNone) return false;
+  span* s = h->current[cls];
+  if (s == &g_empty_span || s->used() != kCurrentBias) return false;
+  s->remove_used(kCurrentBias);
+  h->current[cls] = &g_empty_span;
+  release_empty(h, s);
+  return true;
 }
 
 // A span that just became empty (not on any list): keep it as the class's

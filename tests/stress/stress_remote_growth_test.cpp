@@ -353,4 +353,63 @@ TEST(SpanChurn, AFullSpanServesAgainOnlyWithARunOfFreeBlocks) {
   EXPECT_GE(steps, 8 * switches) << "full spans came back to serve one or two blocks each";
 }
 
+// The spans of a size class held by the owner after every block of it came
+// back through its inbox, as seen from another thread (tenon_stats_get
+// empties only the calling thread's caches).
+std::size_t spans_of_size(std::size_t size) {
+  tenon_stats st{};
+  st.version = TENON_STATS_VERSION;
+  if (tenon_stats_get(&st) != 0) return ~std::size_t{0};
+  for (unsigned c = 0; c < st.classes; ++c)
+    if (st.class_stats[c].block_size == size) return st.class_stats[c].spans;
+  return ~std::size_t{0};
+}
+
+// A thread allocates blocks of two sizes, another thread frees them all,
+// and the first moves on to a third size. The blocks reach it through its
+// inbox at its next allocation slow path; it must keep no span of the
+// uncached size it no longer allocates (256 B: its current span was kept
+// empty for good). The span goes at the next sort that brings no block of
+// its size (a class whose blocks still arrive is still in use): here one
+// more block, of 512 B, freed by another thread. The cached size (1 KiB)
+// keeps the blocks its cache holds, each holding its span: printed, not
+// checked (emptying the cache there cost mstress 17% more page faults;
+// architecture.md, layer 5, "Spans held for sizes a thread no longer
+// allocates").
+TEST(RemoteGrowth, AThreadThatMovedOnKeepsNoSpanOfTheSizesOthersFreed) {
+  constexpr std::size_t kBlocks = 2048;  // 32 spans of 1 KiB blocks, 8 of 256 B
+  const std::size_t before_1k = spans_of_size(1024), before_256 = spans_of_size(256);
+  std::atomic<int> step{0};
+  Failures failures;
+  std::thread owner([&] {
+    std::vector<void*> blocks;
+    void* extra = tenon_malloc(512);
+    for (std::size_t i = 0; i < kBlocks; ++i) {
+      blocks.push_back(tenon_malloc(1024));
+      blocks.push_back(tenon_malloc(256));
+      if (!blocks[blocks.size() - 1] || !blocks[blocks.size() - 2]) return failures.add("tenon_malloc returned NULL");
+    }
+    free_on_another_thread(blocks);  // its outboxes delivered to our inbox as it exits
+    // A new size, of a cached class: its first allocation takes the slow
+    // path, which drains the inbox, even on a heap taken over from an
+    // earlier test in this process (a parked heap's caches are empty).
+    void* p = tenon_malloc(2048);
+    free_on_another_thread({extra});
+    std::vector<void*> more;  // 2 KiB blocks, cached: a refill (a slow path) every 4 at least
+    for (int i = 0; i < 9; ++i) more.push_back(tenon_malloc(2048));
+    step.store(1);
+    while (step.load() != 2) std::this_thread::yield();  // alive (caches and all) while main looks
+    tenon_free(p);
+    for (void* m : more) tenon_free(m);
+  });
+  while (step.load() == 0 && failures.count() == 0) std::this_thread::yield();
+  const std::size_t after_1k = spans_of_size(1024), after_256 = spans_of_size(256);
+  step.store(2);
+  owner.join();
+  ASSERT_EQ(failures.count(), 0) << failures.first();
+  std::printf("spans of 1 KiB: %zu before, %zu after; of 256 B: %zu before, %zu after\n", before_1k, after_1k,
+              before_256, after_256);
+  EXPECT_LE(after_256, before_256) << "an empty current span of 256 B kept by a thread that moved on";
+}
+
 }  // namespace

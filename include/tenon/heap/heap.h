@@ -76,6 +76,7 @@ struct thread_heap {
   class_lists lists[kNumClasses];
   chunk* chunk_hint = nullptr;
   std::uint32_t forms_since_sweep = 0;  // see absorb_before_growing
+  std::uint64_t idle_currents = 0;      // owner-only: bit c, see thread_heaps::let_go_of
   std::atomic<std::uint32_t> stack_next{0};  // link on the free-heap or parked-heap stack
   std::atomic<std::uint32_t> park{0};        // kParked, kOnParkedStack (thread_heaps.h)
   std::atomic<std::uint32_t> parked_ms{0};   // when it was parked last (platform now_ms)

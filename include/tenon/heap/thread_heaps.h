@@ -131,6 +131,7 @@ class thread_heaps {
   block* pop(span* s);
   void release_empty(heap_t* h, span* s);
   bool release_unused_spans(heap_t* h);
+  bool release_if_empty_current(heap_t* h, unsigned cls);
   void retire_empty(heap_t* h, class_lists& l, span* s);
   void make_current(heap_t* h, unsigned cls, span* s);
   bool park_full(class_lists& l, span* s);
@@ -158,8 +159,9 @@ class thread_heaps {
 
   // remote.ipp: blocks crossing threads.
   void push_remote(span* s, block* head, block* tail, std::uint32_t n, stats_t* st);
-  void sort_inbox_chain(heap_t* h, block* b);
-  void drain_inbox(heap_t* h);
+  void sort_inbox_chain(heap_t* h, block* b, unsigned serving = kNumClasses);
+  void let_go_of(heap_t* h, std::uint64_t classes, unsigned serving);
+  void drain_inbox(heap_t* h, unsigned serving);
   void deliver(heap_t* dest, block* head, block* tail, stats_t* st);
   void flush_outbox(heap_t* h, outbox& ob);
   __attribute__((always_inline)) void join_batch(heap_t* h, outbox& ob, span* s, block* b, std::uint64_t key);
