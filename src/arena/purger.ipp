@@ -65,10 +65,24 @@ void arena<C>::count_kept(std::int64_t slices) {
 // second free of it freed that live block unreported (issue 11's gaps,
 // TenonDetects.DoubleFreeOfALargeBlockThatStartsThePurger). The start for
 // a chunk over its cap stays after the release (mark_over_cap).
+// A config that tells a second free from metadata after the block's run
+// went back (the secure build: a large block's run is released as it leaves
+// the quarantine, 8 large frees after its free, and a second free then
+// reads the span) starts the purger before its first release of all: at the
+// 1 MiB mark, later, the DTV took the slices of a run released before, and
+// a second free of that run's block said "invalid pointer"
+// (SecureDetects.SecondCallAfterTheQuarantineSaysFreedWithThePurger). A
+// thread in every such program that gives back a run; none in the others.
+template <class C>
+constexpr bool purger_before_first_release() {
+  if constexpr (requires { C::purger_before_first_release; }) return C::purger_before_first_release;
+  else return false;
+}
+
 template <class C>
 void arena<C>::start_purger_before_release(unsigned n) {
   if (purger_state_.load(std::memory_order_relaxed) != arena_detail::kNotStarted) return;
-  if (n >= kPurgerStartSlices ||
+  if (n >= kPurgerStartSlices || purger_before_first_release<C>() ||
       kept_slices_.load(std::memory_order_relaxed) + n >= static_cast<std::int64_t>(kPurgerStartSlices))
     note_retained();
 }
