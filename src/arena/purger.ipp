@@ -57,14 +57,6 @@ void arena<C>::count_kept(std::int64_t slices) {
   kept_slices_.store(kept_slices_.load(std::memory_order_relaxed) + slices, std::memory_order_relaxed);
 }
 
-// A release of n slices that will start the purger (mark_over_cap: a run of
-// kPurgerStartSlices, or that much kept in all) starts it first, while the
-// run is still taken: pthread_create allocates (the new thread's DTV, by
-// calloc), and on slices freed just before, that allocation formed a span
-// whose first block was the freed block itself, so that the program's
-// second free of it freed that live block unreported (issue 11's gaps,
-// TenonDetects.DoubleFreeOfALargeBlockThatStartsThePurger). The start for
-// a chunk over its cap stays after the release (mark_over_cap).
 // A config that tells a second free from metadata after the block's run
 // went back (the secure build: a large block's run is released as it leaves
 // the quarantine, 8 large frees after its free, and a second free then
@@ -79,6 +71,14 @@ constexpr bool purger_before_first_release() {
   else return false;
 }
 
+// A release of n slices that will start the purger (mark_over_cap: a run of
+// kPurgerStartSlices, or that much kept in all) starts it first, while the
+// run is still taken: pthread_create allocates (the new thread's DTV, by
+// calloc), and on slices freed just before, that allocation formed a span
+// whose first block was the freed block itself, so that the program's
+// second free of it freed that live block unreported (issue 11's gaps,
+// TenonDetects.DoubleFreeOfALargeBlockThatStartsThePurger). The start for
+// a chunk over its cap stays after the release (mark_over_cap).
 template <class C>
 void arena<C>::start_purger_before_release(unsigned n) {
   if (purger_state_.load(std::memory_order_relaxed) != arena_detail::kNotStarted) return;

@@ -473,10 +473,13 @@ void words_without_getrandom(std::uint64_t* words, std::size_t n) {
   if (unsigned long at = getauxval(AT_RANDOM)) memcpy(key, reinterpret_cast<const void*>(at), sizeof key);
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  std::uint64_t x = mix64(static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec)) ^
-                    reinterpret_cast<std::uintptr_t>(&ts);
+  auto ns = static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
+  std::uint64_t x = mix64(ns) ^ reinterpret_cast<std::uintptr_t>(&ts);
   std::uint64_t first = g_words_without_getrandom.fetch_add(n, std::memory_order_relaxed);
-  for (std::size_t i = 0; i < n; ++i) words[i] = mix64(mix64((x + (first + i) * 0x9e3779b97f4a7c15ull) ^ key[0]) + key[1]);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint64_t in = x + (first + i) * 0x9e3779b97f4a7c15ull;  // a different input for every word
+    words[i] = mix64(mix64(in ^ key[0]) + key[1]);
+  }
 }
 }  // namespace
 
