@@ -57,6 +57,20 @@ void arena<C>::count_kept(std::int64_t slices) {
   kept_slices_.store(kept_slices_.load(std::memory_order_relaxed) + slices, std::memory_order_relaxed);
 }
 
+// A config that tells a second free from metadata after the block's run
+// went back (the secure build: a large block's run is released as it leaves
+// the quarantine, 8 large frees after its free, and a second free then
+// reads the span) starts the purger before its first release of all: at the
+// 1 MiB mark, later, the DTV took the slices of a run released before, and
+// a second free of that run's block said "invalid pointer"
+// (SecureDetects.SecondCallAfterTheQuarantineSaysFreedWithThePurger). A
+// thread in every such program that gives back a run; none in the others.
+template <class C>
+constexpr bool purger_before_first_release() {
+  if constexpr (requires { C::purger_before_first_release; }) return C::purger_before_first_release;
+  else return false;
+}
+
 // A release of n slices that will start the purger (mark_over_cap: a run of
 // kPurgerStartSlices, or that much kept in all) starts it first, while the
 // run is still taken: pthread_create allocates (the new thread's DTV, by
@@ -68,7 +82,7 @@ void arena<C>::count_kept(std::int64_t slices) {
 template <class C>
 void arena<C>::start_purger_before_release(unsigned n) {
   if (purger_state_.load(std::memory_order_relaxed) != arena_detail::kNotStarted) return;
-  if (n >= kPurgerStartSlices ||
+  if (n >= kPurgerStartSlices || purger_before_first_release<C>() ||
       kept_slices_.load(std::memory_order_relaxed) + n >= static_cast<std::int64_t>(kPurgerStartSlices))
     note_retained();
 }

@@ -139,13 +139,17 @@ __attribute__((always_inline)) inline void large_runs<C>::check_live(const span*
   std::uint64_t bit = std::uint64_t{1} << lookup::slice_of(p);
   bool taken = (chunk_of(p)->used.load(std::memory_order_relaxed) & bit) != 0;
   if (p != s->free) report_misuse(op, p, "invalid pointer (not the start of a block)", 0);
-  if (!taken || s->used() != 1) report_misuse(op, p, "double free", s->large_usable);
+  if (!taken || s->used_any_thread() != 1) report_misuse(op, p, "double free", s->large_usable);
 }
 
 template <class C>
 void large_runs<C>::free(span* s, void* p, stats_t* st, run_cache* runs, std::uint32_t heaps) {
   check_live(s, p, "free");
-  s->set_used(0);
+  // Two frees of p racing both pass the check above (a CAS, not a store:
+  // each used to keep the run in its own thread's run cache, and the next
+  // large malloc on each handed out p: LargeRaceDeathTest). The one that
+  // loses finds 0 and reports.
+  if (!s->take_only_block_back()) report_misuse("free", p, "double free", s->large_usable);
   if constexpr (has_guard_pages<C>()) {
     // A guard that would not open: the run stays taken for good (its slices'
     // `used` bits set, never released), a leak of at most 2 MiB rather than a

@@ -446,16 +446,54 @@ bool is_mapped(const void* p) {
   return mapped != 0;
 }
 
+namespace {
+// splitmix64's finalizer: a bijection in which every output bit depends on
+// every input bit.
+std::uint64_t mix64(std::uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Words drawn without getrandom so far in this process: no two such words
+// get the same input, even at the same clock reading and stack address.
+constinit std::atomic<std::uint64_t> g_words_without_getrandom{0};
+
+// Where getrandom gives nothing: the 16 bytes the kernel put in the
+// auxiliary vector at exec (AT_RANDOM; getauxval neither allocates nor
+// locks) are a 128-bit key, and what changes from draw to draw (the
+// monotonic clock, a stack address, the count above) the input, each word
+// mix64(mix64(x ^ k0) + k1): both halves of the key in every word, so that
+// one half leaked (glibc's stack protector canary is the first 8 bytes, 7
+// of them) leaves 64 unknown bits. Until 2026-11-29 each word was the clock
+// xor a stack address: two words drawn together differed in a few bits of
+// the clock's nanoseconds (SecureKeys.WithoutGetrandomTheSecretIsNoFunctionOfTheClock).
+void words_without_getrandom(std::uint64_t* words, std::size_t n) {
+  std::uint64_t key[2] = {0, 0};
+  if (unsigned long at = getauxval(AT_RANDOM)) memcpy(key, reinterpret_cast<const void*>(at), sizeof key);
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  auto ns = static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
+  std::uint64_t x = mix64(ns) ^ reinterpret_cast<std::uintptr_t>(&ts);
+  std::uint64_t first = g_words_without_getrandom.fetch_add(n, std::memory_order_relaxed);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint64_t in = x + (first + i) * 0x9e3779b97f4a7c15ull;  // a different input for every word
+    words[i] = mix64(mix64(in ^ key[0]) + key[1]);
+  }
+}
+}  // namespace
+
+void random_words(std::uint64_t* words, std::size_t n) {
+  int saved = errno;
+  auto bytes = static_cast<long>(n * sizeof *words);
+  if (syscall(SYS_getrandom, words, n * sizeof *words, GRND_NONBLOCK) != bytes)  // see write_all
+    words_without_getrandom(words, n);
+  errno = saved;
+}
+
 std::uint64_t random_u64() {
   std::uint64_t v = 0;
-  int saved = errno;
-  if (syscall(SYS_getrandom, &v, sizeof v, GRND_NONBLOCK) != static_cast<long>(sizeof v)) {  // see write_all
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    v = (static_cast<std::uint64_t>(ts.tv_nsec) << 32) ^ static_cast<std::uint64_t>(ts.tv_sec) ^
-        reinterpret_cast<std::uintptr_t>(&v);
-  }
-  errno = saved;
+  random_words(&v, 1);
   return v;
 }
 

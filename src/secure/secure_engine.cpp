@@ -27,6 +27,10 @@ struct secure_config {
   static constexpr bool guard_pages = true;
   // Fresh blocks carved in a random order (secure/shuffle.h).
   using fresh_order = secure::shuffled_fresh_blocks;
+  // The lazy purger starts before the first run is given back, not at 1 MiB
+  // kept: its thread's allocations never take a freed block's slices
+  // (arena/purger.ipp).
+  static constexpr bool purger_before_first_release = true;
   // At a thread's exit, its quarantine ring is given back before its heap
   // is parked (heap/attach.ipp, on_thread_exit). Defined below the layers.
   static void before_thread_exit() noexcept;

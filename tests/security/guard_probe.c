@@ -74,6 +74,9 @@
  *   large_double_free:N  a block of N bytes freed, then, with no allocation
  *                    of the program's between, freed again (ACCESS before):
  *                    must be reported
+ *   free_race:N      a block of N bytes freed by two threads at the same
+ *                    instant (both spin until both are ready); ACCESS
+ *                    before: one of the two frees must be reported
  *   remote_after_wait:N[:A]  a block of N bytes from malloc (from
  *                    aligned_alloc at alignment A if given, after 16 others
  *                    of the same that the other thread frees first), freed
@@ -341,6 +344,19 @@ static void* free_then_hundred(void* arg) {
   return NULL;
 }
 
+/* Two threads that free one block at the same instant (free_race). */
+static char* g_race_p;
+static volatile int g_race_ready;
+static void* free_at_once(void* arg) {
+  (void)arg;
+  free(malloc(16)); /* this thread's heap and quarantine ring exist */
+  __atomic_add_fetch(&g_race_ready, 1, __ATOMIC_SEQ_CST);
+  while (__atomic_load_n(&g_race_ready, __ATOMIC_SEQ_CST) < 2) {
+  }
+  free(g_race_p);
+  return NULL;
+}
+
 int main(int argc, char** argv) {
   const char* c = argc > 1 ? argv[1] : "";
   if (!strcmp(c, "large_overflow")) {
@@ -477,6 +493,18 @@ int main(int argc, char** argv) {
     printf("ACCESS free %p again (%zu bytes)\n", (void*)p, n);
     fflush(stdout);
     free(p);
+    printf("DONE\n");
+  } else if (!strncmp(c, "free_race:", 10)) {
+    size_t n = strtoul(c + 10, NULL, 10);
+    printf("NOTE free_race %zu\n", n);
+    if (!(g_race_p = malloc(n))) return 2;
+    memset(g_race_p, 0x5a, n);
+    printf("ACCESS free %p in two threads at once (%zu bytes)\n", (void*)g_race_p, n);
+    fflush(stdout);
+    pthread_t a, b;
+    if (pthread_create(&a, NULL, free_at_once, NULL) || pthread_create(&b, NULL, free_at_once, NULL) ||
+        pthread_join(a, NULL) || pthread_join(b, NULL))
+      return 2;
     printf("DONE\n");
   } else if (!strncmp(c, "remote_after_wait:", 18)) {
     char* end;

@@ -9,8 +9,16 @@
 // prediction from what the attacker knows; a prediction that matches the
 // real key is a forged key. A 64-bit guess matches by chance once in 2^64.
 #include <gtest/gtest.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstddef>
 #include <bit>
 #include <cstdint>
 #include <thread>
@@ -228,6 +236,89 @@ TEST(SecureKeys, TwoPairsGiveTheSecretOnlyBySearchingLo) {
     EXPECT_EQ(finalize(a3 ^ lo) + hi, key(a3));
   }
   EXPECT_EQ(found, 1);
+}
+
+}  // namespace
+
+namespace {
+
+using tenon::secure::secret_words;
+
+// Refuse getrandom (ENOSYS, as a seccomp profile that does not know it, or
+// EAGAIN before the kernel's generator is ready); allow every other call.
+bool refuse_getrandom() {
+  sock_filter f[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getrandom, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog prog{static_cast<unsigned short>(sizeof f / sizeof f[0]), f};
+  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) == 0;
+}
+
+// The secret a child draws with getrandom refused: {0, 0} where the filter
+// cannot be installed (no seccomp here), {1, 1} where getrandom still works.
+secret_words draw_without_getrandom() {
+  int fds[2];
+  if (pipe(fds) != 0) return {0, 0};
+  pid_t pid = fork();
+  if (pid == 0) {
+    secret_words s{0, 0};
+    if (refuse_getrandom()) {
+      char byte;
+      if (syscall(SYS_getrandom, &byte, 1, 0) != -1) {
+        s = {1, 1};
+      } else {
+        tenon::secure::g_secret.store(0);
+        tenon::secure::g_secret_hi.store(0);
+        s = tenon::secure::draw_secret();
+      }
+    }
+    ssize_t n = write(fds[1], &s, sizeof s);
+    _exit(n == sizeof s ? 0 : 1);
+  }
+  close(fds[1]);
+  secret_words s{0, 0};
+  if (pid < 0 || read(fds[0], &s, sizeof s) != sizeof s) s = {0, 0};
+  close(fds[0]);
+  if (pid > 0) waitpid(pid, nullptr, 0);
+  return s;
+}
+
+// Two 64-bit words that share no visible structure: as many differing bits
+// as chance gives (about 32), in each half. Two independent random words
+// fail it about once in 10^6 (fewer than 4 of 32 bits differing in a half).
+::testing::AssertionResult unrelated(u64 a, u64 b) {
+  u64 d = a ^ b;
+  int all = std::popcount(d), low = std::popcount(d & 0xffffffffu), high = std::popcount(d >> 32);
+  if (all >= 12 && low >= 4 && high >= 4) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << std::hex << a << " ^ " << b << " = " << d << std::dec << ": " << all
+                                       << " bits differ (" << low << " low, " << high << " high)";
+}
+
+// Where getrandom fails (a seccomp filter that refuses it; EAGAIN early in
+// boot), the secret must still be unpredictable: its two words unrelated to
+// each other, and two processes that draw it moments apart (children of one
+// process: the same stack address, the same auxiliary vector) unrelated to
+// each other. Until 2026-11-29 (issue 11) each word was the monotonic clock
+// (seconds in the low half, nanoseconds in the high) xor a stack address:
+// lo ^ hi and lo1 ^ lo2 were 0 in their low half, two close clock reads in
+// their high half.
+TEST(SecureKeys, WithoutGetrandomTheSecretIsNoFunctionOfTheClock) {
+  constexpr int kChildren = 6;
+  secret_words s[kChildren];
+  for (int i = 0; i < kChildren; ++i) {
+    s[i] = draw_without_getrandom();
+    if (s[i].lo == 0 && s[i].hi == 0) GTEST_SKIP() << "no seccomp filter here";
+    ASSERT_FALSE(s[i].lo == 1 && s[i].hi == 1) << "getrandom was not refused";
+  }
+  for (int i = 0; i < kChildren; ++i) {
+    EXPECT_TRUE(unrelated(s[i].lo, s[i].hi)) << "child " << i << ": lo and hi";
+    if (i == 0) continue;
+    EXPECT_TRUE(unrelated(s[i].lo, s[i - 1].lo)) << "children " << i - 1 << " and " << i << ": lo";
+    EXPECT_TRUE(unrelated(s[i].hi, s[i - 1].hi)) << "children " << i - 1 << " and " << i << ": hi";
+  }
 }
 
 }  // namespace

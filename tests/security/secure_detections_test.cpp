@@ -130,6 +130,22 @@ TEST(SecureDetects, DoubleFreeOfSmallAlignedBlockAfterItsWait) {
   unsetenv("TENON_BACKGROUND_PURGE");
 }
 
+// after_wait's three calls (free, realloc, malloc_usable_size) of a block
+// of each size, each expected to say the block was freed.
+void expect_second_calls_say_freed(std::initializer_list<const char*> sizes) {
+  const struct {
+    const char* op;
+    const char* pattern;
+  } ops[] = {{"free", "tenon: free\\(0x[0-9a-f]+\\): double free"},
+             {"realloc", "tenon: realloc\\(0x[0-9a-f]+\\): double free"},
+             {"usable", "tenon: malloc_usable_size\\(0x[0-9a-f]+\\): block already freed"}};
+  for (const auto& o : ops)
+    for (const char* n : sizes) {
+      std::string c = std::string("after_wait:") + o.op + ":" + n;
+      expect_stop_at_call(TENON_GUARD_PROBE_PROGRAM, c.c_str(), o.pattern);
+    }
+}
+
 // Any block freed again after it has left the quarantine, unused since
 // (small ones: 64 frees of the thread later; large ones: 8 large frees of
 // its stripe): the engine's metadata says it is free (a small block's free
@@ -140,33 +156,64 @@ TEST(SecureDetects, DoubleFreeOfSmallAlignedBlockAfterItsWait) {
 // pointer": 25 or 26 of these 33 cases in 3 runs (the 15 small, the 9
 // purged large, 1 or 2 of the others).
 TEST(SecureDetects, SecondCallAfterTheQuarantineSaysFreed) {
-  const char* sizes[] = {"24", "100", "4000", "20000", "32744", "40000", "262120", "1000000"};
-  const struct {
-    const char* op;
-    const char* pattern;
-  } ops[] = {{"free", "tenon: free\\(0x[0-9a-f]+\\): double free"},
-             {"realloc", "tenon: realloc\\(0x[0-9a-f]+\\): double free"},
-             {"usable", "tenon: malloc_usable_size\\(0x[0-9a-f]+\\): block already freed"}};
-  // No purger thread: started lazily, once 1 MiB of slices is kept, its
-  // stack's TLS (glibc's calloc of 288 bytes) took the slice of p's run,
-  // given back, for a span of another class, and nothing of p was left to
-  // tell (a program's own allocations may do the same: "invalid pointer").
+  // No purger thread (with it: the next test). Until 2026-11-29 it started
+  // lazily, once 1 MiB of slices was kept, and its stack's TLS (glibc's
+  // calloc of 288 bytes) took the slice of p's run, given back, for a span
+  // of another class: nothing of p was left to tell (a program's own
+  // allocations may still do the same: "invalid pointer").
   setenv("TENON_BACKGROUND_PURGE", "0", 1);
-  for (const auto& o : ops)
-    for (const char* n : sizes) {
-      std::string c = std::string("after_wait:") + o.op + ":" + n;
-      expect_stop_at_call(TENON_GUARD_PROBE_PROGRAM, c.c_str(), o.pattern);
-    }
+  expect_second_calls_say_freed({"24", "100", "4000", "20000", "32744", "40000", "262120", "1000000"});
   // A large block's run purged at once (its header's bytes read zero): the
   // span still says no block is live there.
   setenv("TENON_PURGE_DELAY_MS", "0", 1);
-  for (const auto& o : ops)
-    for (const char* n : {"40000", "262120", "1000000"}) {
-      std::string c = std::string("after_wait:") + o.op + ":" + n;
-      expect_stop_at_call(TENON_GUARD_PROBE_PROGRAM, c.c_str(), o.pattern);
-    }
+  expect_second_calls_say_freed({"40000", "262120", "1000000"});
   unsetenv("TENON_PURGE_DELAY_MS");
   unsetenv("TENON_BACKGROUND_PURGE");
+}
+
+// The same for large blocks with the background purger on (lazy, as
+// programs run): its start at a later release (1 MiB kept) made its thread's
+// DTV (pthread_create's calloc) form a small span on the slices of p's run,
+// given back when p left the quarantine, and nothing of p was left to tell:
+// the second call said "invalid pointer" at 40,000 and 262,120 bytes (6 of
+// these 9 cases, issue 11's leftovers; 1,000,000 starts the purger at its
+// own release, which starts it first). The secure build now starts the
+// purger before its first release of a run.
+TEST(SecureDetects, SecondCallAfterTheQuarantineSaysFreedWithThePurger) {
+  expect_second_calls_say_freed({"40000", "262120", "1000000"});
+}
+
+// A block freed by two threads at the same instant, under each library:
+// one free must be reported (as a double free), in every round. The race
+// window is a few instructions; most rounds are two frees in turn.
+// Returns the rounds run (all of them, or up to the first failure).
+int expect_racing_frees_reported(const char* library, const char* n, int rounds) {
+  std::string c = std::string("free_race:") + n;
+  for (int round = 0; round < rounds; ++round) {
+    misuse_run r = run_misuse(TENON_GUARD_PROBE_PROGRAM, c, library);
+    if (!stopped_at_misuse(r, SIGABRT, "tenon: free\\(0x[0-9a-f]+\\): double free")) {
+      ADD_FAILURE() << library << ", " << c << ", round " << round << ": "
+                    << stopped_at_misuse(r, SIGABRT, "tenon: free\\(0x[0-9a-f]+\\): double free").message();
+      return round;
+    }
+  }
+  return rounds;
+}
+
+// Large blocks (issue 11): under libtenon.so both frees passed the check of
+// the span's count and each thread kept the run in its run cache (the
+// next large malloc on each handed out p: LargeRaceDeathTest, in process);
+// under libtenon-secure.so both passed the header's check and p waited
+// twice in the quarantine, to be freed twice on its way out, the second
+// time maybe a live block of the run's next user. Until 2026-11-29.
+// Before, by hand, 50 runs of each: libtenon-secure.so ran to its end (no
+// report) 1 time in 50 at 100,000 bytes, 6 at 1,000,000 (this test failed at
+// both sizes, rounds 3 and 40); libtenon.so 1 in 50 at 100,000 (its
+// regression test is the in-process LargeRaceDeathTest). None after.
+TEST(RacingFrees, LargeBlockInTwoThreadsAtOnce) {
+  SKIP_UNLESS_PRELOAD();
+  expect_racing_frees_reported(TENON_PRELOAD_LIBRARY, "100000", 20);
+  for (const char* n : {"100000", "1000000"}) expect_racing_frees_reported(TENON_SECURE_LIBRARY, n, 50);
 }
 
 // A small block freed by a thread that does not own it, past that thread's

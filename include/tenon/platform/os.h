@@ -52,9 +52,15 @@ void owe_reopening(std::ptrdiff_t bytes);
 // not fault for want of a mapping. A system call or three: slow paths only.
 bool is_mapped(const void* p);
 
-// 64 random bits from the kernel (getrandom); never blocks. Falls back to
-// the clock and an address when the kernel has none to give.
-std::uint64_t random_u64();
+// n random words from the kernel, one getrandom call (n at most 32: the
+// kernel never answers such a call in part); never blocks. Where it gives
+// none (a seccomp filter that refuses getrandom; EAGAIN early in boot,
+// before its generator is ready), the words come from the 16 random bytes
+// the kernel put in the auxiliary vector at exec (AT_RANDOM) mixed with the
+// clock, a stack address and a count of such words: as secret as those 16
+// bytes, and different at every draw.
+void random_words(std::uint64_t* words, std::size_t n);
+std::uint64_t random_u64();  // random_words(&v, 1)
 
 // Drop the physical pages behind a range (MADV_DONTNEED): the range stays
 // reserved and reads back as zeros. Returns false if the kernel refused.

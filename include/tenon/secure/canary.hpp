@@ -41,7 +41,7 @@
 // large block starts its span, a huge one is found by its start) no header
 // is in a large inner block's first page. An inner quarantine closes the
 // whole block while it waits, end header included, and marks its span
-// (waits_closed): the checks read that mark before the header.
+// (waits_in_quarantine): the checks read that mark before the header.
 //
 // A freed huge block waits in Inner's huge cache closed (huge_detail.h), its
 // header at the end with it: a second free or a check reads the huge
@@ -388,13 +388,13 @@ struct canary : pass_through<Inner> {
     return s->kind == span_kind::large && s->free == p;
   }
   // Whether the large block a span still names was freed: waiting in an
-  // inner quarantine, closed to its end (the span's mark: quarantine.hpp;
-  // its header is unreadable), or past it, given back to the engine, which
+  // inner quarantine (the span's mark: quarantine.hpp; its header is
+  // unreadable while the block waits closed), or past it, given back to the engine, which
   // counts no block live in the span any more (its header is in a run the
   // arena may hand out or purge: until 2026-11-27, fifth session, it was
   // read, and the report said "invalid pointer").
   static bool large_freed(const span* s) {
-    return s->waits_closed.load(std::memory_order_relaxed) || s->used() == 0;
+    return s->waits_in_quarantine.load(std::memory_order_relaxed) || s->used_any_thread() == 0;
   }
   // Out of line: the small blocks' page-aligned path stays as it was.
   [[gnu::noinline]] static bool starts_huge_block(const void* p) { return huge_lookup(p) != nullptr; }

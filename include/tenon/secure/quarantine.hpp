@@ -9,7 +9,7 @@
 //     (zeroed on entry: the program's data is gone), and on its way out those
 //     zeros are checked: a write after free there ends the program;
 //   large (to kMaxLargeBlock, kLargeSlots slots): inaccessible while it waits,
-//     all of it (its span marked waits_closed, which an outer layer's check
+//     all of it (its span marked waits_in_quarantine, which an outer layer's check
 //     reads instead of a header at the block's end): a read or write after
 //     free faults at the access (SIGSEGV).
 // Others (blocks of 16 bytes or less, huge blocks) go back at once, and so do
@@ -189,7 +189,8 @@ struct quarantine : pass_through<Inner> {
       return;
     }
     if (n <= kKept || n > kMaxLargeBlock) return Inner::dealloc(p);
-    // Large: the shared slots (above).
+    // Large: the shared slots (above), the block's span marked first.
+    claim_wait(p);
     if (void* out = large_slot().exchange(close_pages(p, n), std::memory_order_acq_rel))
       leave_large(out, block_size(unmarked(out)));
   }
@@ -410,7 +411,7 @@ struct quarantine : pass_through<Inner> {
 
   // The pages of a large block of n bytes that wait closed: all of them,
   // from its first byte to its last page, where the canary keeps its header
-  // (canary.hpp): the block's span says it waits closed (waits_closed, set
+  // (canary.hpp): the block's span says it waits (waits_in_quarantine, set
   // here), and a second free reads that instead of the header. Until
   // 2026-11-27 (fifth session) the last page stayed open for the header, and
   // the program's last n mod 4 KiB bytes on it (up to 4,072) could be read or
@@ -429,12 +430,23 @@ struct quarantine : pass_through<Inner> {
     return {reinterpret_cast<void*>(start), end > start ? end - start : 0};
   }
 
-  // The mark on the block's span (span.h): set before the pages close and
-  // cleared once they are open, so that a check that finds the pages closed
-  // finds the mark too (the same thread's, or one that saw the block freed).
-  static void mark_closed(void* p, bool closed) {
+  // The mark on the block's span (span.h, waits_in_quarantine): set by one
+  // exchange as the block comes in, before its pages close, and cleared as
+  // it leaves, once they are open, so that a check that finds the pages
+  // closed finds the mark too (the same thread's, or one that saw the block
+  // freed). Of two frees of p racing past the canary's check (both read its
+  // header live), the one whose exchange finds the mark set reports: until
+  // 2026-11-29 the mark was a store, set only for a block that closed, and
+  // p waited twice, to be freed twice on its way out, the second time maybe
+  // the live block of the run's next user (RacingFrees.LargeBlockInTwoThreadsAtOnce).
+  static void claim_wait(void* p) {
+    if (!(lookup::is_regular(p) || lookup::in_chunk(p))) return;
+    if (lookup::span_of(p)->waits_in_quarantine.exchange(true, std::memory_order_relaxed))
+      report_misuse("free", p, "double free", 0);
+  }
+  static void end_wait(void* p) {
     if (lookup::is_regular(p) || lookup::in_chunk(p))
-      lookup::span_of(p)->waits_closed.store(closed, std::memory_order_relaxed);
+      lookup::span_of(p)->waits_in_quarantine.store(false, std::memory_order_relaxed);
   }
 
   // A large block waits as its pointer with bit 0 set when its pages were
@@ -453,12 +465,10 @@ struct quarantine : pass_through<Inner> {
     pages g = closable(p, n);
     if (!g.bytes) return p;
     if (g_closed_large.fetch_add(1, std::memory_order_relaxed) < kMaxClosedLarge) {
-      mark_closed(p, true);
       if (os::protect(g.start, g.bytes, false)) {
         os::owe_reopening(static_cast<std::ptrdiff_t>(g.bytes));
         return marked(p);
       }
-      mark_closed(p, false);
     }
     g_closed_large.fetch_sub(1, std::memory_order_relaxed);
     return p;
@@ -474,10 +484,7 @@ struct quarantine : pass_through<Inner> {
     pages g = closable(p, n);
     bool opened = os::protect(g.start, g.bytes, true);
     os::owe_reopening(-static_cast<std::ptrdiff_t>(g.bytes));  // opened, or given up with the block
-    if (opened) {
-      mark_closed(p, false);
-      g_closed_large.fetch_sub(1, std::memory_order_relaxed);
-    }
+    if (opened) g_closed_large.fetch_sub(1, std::memory_order_relaxed);
     return opened;
   }
 
@@ -506,7 +513,8 @@ struct quarantine : pass_through<Inner> {
   // tag).
   [[gnu::noinline]] static void leave_large(void* waiting, std::size_t n) {
     void* p = unmarked(waiting);
-    if (waiting != p && __builtin_expect(!reopen_pages(p, n), 0)) return;
+    if (waiting != p && __builtin_expect(!reopen_pages(p, n), 0)) return;  // still marked: freed
+    end_wait(p);
     Inner::dealloc(p);
   }
 

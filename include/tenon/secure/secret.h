@@ -19,27 +19,31 @@ struct secret_words {
 inline constinit std::atomic<std::uint64_t> g_secret{0};
 inline constinit std::atomic<std::uint64_t> g_secret_hi{0};
 
-// A word of the secret, never 0 (0 is the mark of a word not drawn).
-inline std::uint64_t fresh_word() {
-  std::uint64_t w = os::random_u64();
-  return w ? w : 1;
+// Both words of a secret, one draw of 16 bytes (os::random_words), neither
+// 0 (0 is the mark of a word not drawn).
+inline secret_words fresh_words() {
+  std::uint64_t w[2];
+  os::random_words(w, 2);
+  return {w[0] ? w[0] : 1, w[1] ? w[1] : 1};
 }
 
 // hi first, then lo: lo is published with release after this thread read hi
 // final (its own CAS, or the failed CAS that read a racer's, with acquire),
 // so whoever reads lo nonzero (acquire) reads hi final, never 0 nor a value
-// that a losing racer drew. No thread waits: a failed CAS takes the winner's.
+// that a losing racer drew. No thread waits: a failed CAS takes the winner's
+// (racers may then hold one word of one draw and one of another: both random).
 // `between` runs between the two words (nothing, but in the test that holds
 // a drawer there: SecureKeys.ADrawerHeldBetweenTheWordsHidesNothing).
 template <class Between>
 [[gnu::always_inline]] inline secret_words draw_secret_with(Between between) {
-  std::uint64_t hi = 0, fresh_hi = fresh_word();
-  if (g_secret_hi.compare_exchange_strong(hi, fresh_hi, std::memory_order_acq_rel, std::memory_order_acquire))
-    hi = fresh_hi;
+  secret_words fresh = fresh_words();
+  std::uint64_t hi = 0;
+  if (g_secret_hi.compare_exchange_strong(hi, fresh.hi, std::memory_order_acq_rel, std::memory_order_acquire))
+    hi = fresh.hi;
   between();
-  std::uint64_t lo = 0, fresh_lo = fresh_word();
-  if (g_secret.compare_exchange_strong(lo, fresh_lo, std::memory_order_release, std::memory_order_acquire))
-    lo = fresh_lo;
+  std::uint64_t lo = 0;
+  if (g_secret.compare_exchange_strong(lo, fresh.lo, std::memory_order_release, std::memory_order_acquire))
+    lo = fresh.lo;
   return {lo, hi};
 }
 [[gnu::cold, gnu::noinline]] inline secret_words draw_secret() {

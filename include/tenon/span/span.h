@@ -99,12 +99,15 @@ struct alignas(64) span {
   span* prev = nullptr;
   std::uint32_t carved = 0;    // blocks carved from the span's memory so far (and carved_limit above)
   span_state state = span_state::detached;
-  // Large spans: whether the block waits in a secure quarantine with its
-  // pages closed, its end (the canary's header) included: a second free,
-  // a realloc or a malloc_usable_size of it reads this instead of the
-  // closed header (secure/quarantine.hpp sets it, secure/canary.hpp reads
-  // it). In the padding after `state`: no field moves.
-  std::atomic<bool> waits_closed{false};
+  // Large spans: whether the block waits in a secure quarantine (its pages
+  // closed, its end, the canary's header, included, or past the budget of
+  // closed blocks open): a second free, a realloc or a malloc_usable_size of
+  // it reads this instead of the header (secure/quarantine.hpp sets it by an
+  // exchange, which a second free racing the first finds set, and clears it;
+  // secure/canary.hpp reads it). Named waits_closed, and set for closed
+  // blocks only, by a store, until 2026-11-29. In the padding after
+  // `state`: no field moves.
+  std::atomic<bool> waits_in_quarantine{false};
   // --- shared, written by remote pushers and the owner (the owner's line:
   // it takes what they push) ---
   std::atomic<std::uint64_t> remote{0};
@@ -115,6 +118,17 @@ struct alignas(64) span {
   void set_used(std::uint32_t u) { until_slow = static_cast<std::int32_t>(u - low_mark); }
   void add_used(std::uint32_t n) { until_slow += static_cast<std::int32_t>(n); }
   void remove_used(std::uint32_t n) { until_slow -= static_cast<std::int32_t>(n); }
+  // A large span's count (its one block live, 1, or not, 0), which any
+  // thread's free of the block reads and takes to 0: with atomics, so that
+  // of two frees of the block racing, one takes it and the other finds 0
+  // (large_runs::free; until 2026-11-29 both read 1, both freed the run).
+  std::uint32_t used_any_thread() const {
+    return static_cast<std::uint32_t>(__atomic_load_n(&until_slow, __ATOMIC_RELAXED)) + low_mark;
+  }
+  bool take_only_block_back() {
+    auto live = static_cast<std::int32_t>(1 - low_mark), gone = static_cast<std::int32_t>(0 - low_mark);
+    return __atomic_compare_exchange_n(&until_slow, &live, gone, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+  }
   // `cached`: the span's class has a block cache. Its bound then goes to
   // cached_carved_limit and carved_limit stays 0, so that the owner's free
   // fast path, whose block-start test then always fails, sends every free
