@@ -23,10 +23,6 @@ struct chunk {
   // bit i: slice i was over the chunk's cap of free resident slices at a
   // release (arena::release_span); the next purge pass drops its pages
   std::atomic<std::uint64_t> trim;
-  // bit i: slice i is free and the small span released from it last had
-  // carved it (its pages written, so resident unless purged since, which
-  // clears the bit); such slices go to spans first (arena::find_run)
-  std::atomic<std::uint64_t> dense;
 };
 static_assert(sizeof(chunk) <= kSliceSize, "chunk header must fit in slice 0");
 static_assert(offsetof(chunk, index) == 0, "lookup::span_of reads the slice index at the chunk's base");
