@@ -40,7 +40,7 @@ void arena<C>::count_untouched_as_dirty(chunk* c) {
   std::uint32_t now = C::platform::now_ms();
   std::uint64_t untouched = ~c->used.load(std::memory_order_relaxed);
   for (std::uint64_t d = untouched; d; d &= d - 1)
-    c->dirty_ms[std::countr_zero(d)].store(dirty_stamp(now, false), std::memory_order_relaxed);
+    c->dirty_ms[std::countr_zero(d)].store(now, std::memory_order_relaxed);
   c->dirty.store(untouched, std::memory_order_relaxed);
   count_kept(std::popcount(untouched));  // free and (under the huge page) resident
 }

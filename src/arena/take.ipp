@@ -65,18 +65,11 @@ void arena<C>::register_at(std::uint32_t idx, chunk* c) {
   (*b)[idx % kChunkRegistryBlock].store(c, std::memory_order_release);
 }
 
-// A run of c (warm only, or any), or nullptr. Of the warm runs, those of
-// slices a span left carved come first or last as `carved` says (read from
-// the slices' stamps, dirty_stamp).
 template <class C>
-span* arena<C>::try_take(chunk* c, unsigned n, bool warm_only, stats_t* st, carved_slices_are carved) {
+span* arena<C>::try_take(chunk* c, unsigned n, bool warm_only, stats_t* st) {
   std::uint64_t used = c->used.load(std::memory_order_relaxed);
   for (;;) {
-    std::uint64_t dirty = c->dirty.load(std::memory_order_relaxed);
-    std::uint64_t dense = carved == carved_slices_are::ignored ? 0 : carved_among(c, dirty & ~used);
-    int pos = carved == carved_slices_are::first && dense ? slice_bits::find_run(used, dense, n, true) : -1;
-    if (pos < 0)
-      pos = slice_bits::find_run(used, dirty, n, warm_only, carved == carved_slices_are::last ? dense : 0);
+    int pos = slice_bits::find_run(used, c->dirty.load(std::memory_order_relaxed), n, warm_only);
     if (pos < 0) return nullptr;
     TENON_INJECT_POINT("chunk.take");
     std::uint64_t mask = slice_bits::run_mask(static_cast<unsigned>(pos), n);
@@ -125,30 +118,22 @@ chunk* arena<C>::new_chunk(unsigned take_n, stats_t* st) {
 
 // The held-bytes gauge moves with every run taken and given back.
 template <class C>
-span* arena<C>::take_span(unsigned nslices, chunk** hint, stats_t* st, bool dense_first) {
-  span* s = find_run(nslices, hint, st, dense_first);
+span* arena<C>::take_span(unsigned nslices, chunk** hint, stats_t* st) {
+  span* s = find_run(nslices, hint, st);
   if (s) shared_stats_.hold(static_cast<std::int64_t>(std::size_t{nslices} << kSliceShift));
   return s;
 }
 
 template <class C>
-span* arena<C>::find_run(unsigned nslices, chunk** hint, stats_t* st, bool dense_first) {
+span* arena<C>::find_run(unsigned nslices, chunk** hint, stats_t* st) {
   TENON_CHECK(nslices >= 1 && nslices <= kMaxSpanSlices);
   [[maybe_unused]] section<typename C::sync, shared_structure::chunks> guard;
   // Warm slices anywhere (hint first, then a bounded scan) before clean ones
   // in the hint chunk: a thread must not keep touching fresh pages of its own
-  // chunk while freed, still resident slices wait in others. In the hint
-  // chunk a span takes slices a span left carved first, and a large block
-  // other warm ones: a warm slice is often mostly out (mstress T2: 6.5 of 16
-  // pages resident in a one-slice warm run, the pool fed mostly by large
-  // blocks written at both ends), and a span formed there faults in the rest
-  // as it carves (architecture.md, layer 4).
+  // chunk while freed, still resident slices wait in others.
   for (bool warm_only : {true, false}) {
     if (*hint) {
-      auto carved = !warm_only ? carved_slices_are::ignored
-                    : dense_first ? carved_slices_are::first
-                                  : carved_slices_are::last;
-      if (span* s = try_take(*hint, nslices, warm_only, st, carved)) return s;
+      if (span* s = try_take(*hint, nslices, warm_only, st)) return s;
     }
     std::uint32_t n = nchunks_.load(std::memory_order_acquire);
     if (n > kMaxChunks) n = kMaxChunks;

@@ -61,11 +61,7 @@ class arena {
   // chunk used). The descriptor at the run's first slice is returned with
   // start, first_slice, nslices and zeroed set; the slice index is filled for
   // the whole run. nullptr (errno ENOMEM) when the OS refuses memory.
-  // `dense_first`: the caller writes the whole run (a small span carves it),
-  // so in the hint chunk it takes slices a span left carved first; other
-  // callers (a large block, whose user may write two bytes of it) leave
-  // those to spans there.
-  span* take_span(unsigned nslices, chunk** hint, stats_t* st, bool dense_first = false);
+  span* take_span(unsigned nslices, chunk** hint, stats_t* st);
 
   // TENON_POPULATE: fault in [p, p + bytes) of the run s just taken, if the
   // run had a fresh or purged slice (a warm run is left alone) and `size`
@@ -120,9 +116,8 @@ class arena {
   using registry_block = std::atomic<chunk*>[kChunkRegistryBlock];
   chunk* registered(std::uint32_t idx);
   void register_at(std::uint32_t idx, chunk* c);
-  span* find_run(unsigned nslices, chunk** hint, stats_t* st, bool dense_first);
-  enum class carved_slices_are : std::uint8_t { ignored, first, last };
-  span* try_take(chunk* c, unsigned n, bool warm_only, stats_t* st, carved_slices_are carved = carved_slices_are::ignored);
+  span* find_run(unsigned nslices, chunk** hint, stats_t* st);
+  span* try_take(chunk* c, unsigned n, bool warm_only, stats_t* st);
   chunk* new_chunk(unsigned take_n, stats_t* st);
   bool advise_chunk(chunk* c);  // TENON_HUGE_PAGES=2: true if advised
   void count_untouched_as_dirty(chunk* c);

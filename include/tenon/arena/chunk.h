@@ -27,24 +27,6 @@ struct chunk {
 static_assert(sizeof(chunk) <= kSliceSize, "chunk header must fit in slice 0");
 static_assert(offsetof(chunk, index) == 0, "lookup::span_of reads the slice index at the chunk's base");
 
-// A free slice's dirty_ms: when it was released (to the millisecond but one:
-// the coarse clock ticks every 4), its low bit set if the small span
-// released from it had carved it, so its pages are resident unless purged
-// (the dirty bit then clear). Written by the releaser alone, with a plain
-// store: a shared bitmap of these, set and cleared by read-modify-writes
-// on a chunk word, cost threadtest T16 5% of its CPU time.
-constexpr std::uint32_t dirty_stamp(std::uint32_t ms, bool carved) { return (ms & ~1u) | (carved ? 1u : 0u); }
-
-// Of the free dirty slices in `candidates`, those whose stamp says carved.
-inline std::uint64_t carved_among(const chunk* c, std::uint64_t candidates) {
-  std::uint64_t carved = 0;
-  for (std::uint64_t d = candidates; d; d &= d - 1) {
-    unsigned i = static_cast<unsigned>(__builtin_ctzll(d));
-    if (c->dirty_ms[i].load(std::memory_order_relaxed) & 1) carved |= std::uint64_t{1} << i;
-  }
-  return carved;
-}
-
 inline chunk* chunk_of(const void* p) {
   return reinterpret_cast<chunk*>(reinterpret_cast<std::uintptr_t>(p) & ~(kChunkSize - 1));
 }
