@@ -215,4 +215,39 @@ TEST(HugeBlocks, AFreedBlockOverTheCachesSizeLimitGoesBackSooner) {
                                      << (after - start) / MiB << " MiB above the start";
 }
 
+// Blocks over the cache's size limit freed and reused by several threads at
+// once: one waits in the cache at a time (its place taken by CAS), the others
+// are unmapped at free; every block keeps its stamps, every calloc'd one
+// reads as zeros.
+TEST(HugeBlocks, BlocksOverTheCachesSizeLimitAcrossThreads) {
+  constexpr std::size_t MiB = std::size_t{1} << 20;
+  const unsigned threads = 3;
+  const int rounds = static_cast<int>(tenon_test::scaled(12));
+  Failures failures;
+  std::vector<std::thread> workers;
+  for (unsigned t = 0; t < threads; ++t)
+    workers.emplace_back([&, t] {
+      std::mt19937_64 rng(t + 1);
+      for (int r = 0; r < rounds; ++r) {
+        std::size_t size = (65 + rng() % 40) * MiB - (rng() % 4096);
+        bool zeroed = rng() % 2;
+        Huge h{static_cast<unsigned char*>(zeroed ? tenon_calloc(1, size) : tenon_malloc(size)), size,
+               zeroed ? 0 : rng() | 1};
+        if (!h.p) {
+          failures.add("no block of " + std::to_string(size));
+          return;
+        }
+        std::string bad = zeroed ? check(h, size) : "";  // zeros, for the calloc'd ones
+        if (!bad.empty()) failures.add(bad);
+        if (h.seed == 0) h.seed = rng() | 1;
+        stamp(h);
+        bad = check(h, size);
+        if (!bad.empty()) failures.add(bad);
+        tenon_free(h.p);
+      }
+    });
+  for (auto& w : workers) w.join();
+  EXPECT_EQ(failures.count(), 0) << failures.first();
+}
+
 }  // namespace
