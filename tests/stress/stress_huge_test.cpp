@@ -4,9 +4,6 @@
 // stamped: 64 bytes at the start of every 4 KiB page and at its very end.
 #include <gtest/gtest.h>
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -157,16 +154,6 @@ TEST(HugeBlocks, SmallerRequestsShareABiggerCachedBlock) {
   EXPECT_LE(grown, 58 * MiB) << "the five blocks hold " << grown / MiB << " MiB resident for 50 MiB of data";
 }
 
-// The pages of [p, p + size) resident now (mincore), in bytes.
-std::size_t resident_in(void* p, std::size_t size) {
-  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  std::vector<unsigned char> v((size + page - 1) / page);
-  if (mincore(p, size, v.data()) != 0) return 0;
-  std::size_t n = 0;
-  for (unsigned char c : v) n += c & 1;
-  return n * page;
-}
-
 // A block over the cache's 64 MiB limit for ordinary blocks, written whole
 // and freed, is what the next request of its size gets back, resident: until
 // 2026-11-29 it was unmapped at once, and size-sweep's calloc after a malloc
@@ -178,11 +165,8 @@ TEST(HugeBlocks, AFreedBlockOverTheCachesSizeLimitComesBackResident) {
   if (tenon_test::kSanitized || std::getenv("TENON_TEST_EMULATED"))
     GTEST_SKIP() << "residency under a sanitizer or an emulator is not the allocator's";
   tenon_malloc_trim(0);
-  auto* p = static_cast<unsigned char*>(tenon_malloc(kSize));
-  ASSERT_NE(p, nullptr);
-  std::memset(p, 7, kSize);
-  tenon_free(p);
-  auto* q = static_cast<unsigned char*>(tenon_calloc(1, kSize));
+  void* freed = nullptr;
+  unsigned char* q = calloc_after_written_free(kSize, &freed);
   ASSERT_NE(q, nullptr);
   const std::size_t resident = resident_in(q, kSize);
   Huge h{q, kSize, 0};
