@@ -252,11 +252,16 @@ constexpr std::size_t kPopulateUncheckedMax = std::size_t{2} << 20;
 // needs and for other processes, not a measurement; threads that populate
 // at once may each take it (a bound, not a reservation). A refused sysinfo
 // answers no. The huge cache asks the same before it keeps a block over its
-// size limit (src/huge/cache.ipp).
+// size limit (src/huge/cache.ipp), inside free, which must leave errno as it
+// was (POSIX.1-2024): a refused sysinfo's errno is undone here, and
+// cgroup_memory_left keeps its own.
 bool fits_free_memory(std::size_t size) {
   if (size <= kPopulateUncheckedMax) return true;
   struct sysinfo si;
-  if (sysinfo(&si) != 0) return false;
+  int saved = errno;
+  bool known = sysinfo(&si) == 0;
+  errno = saved;
+  if (!known) return false;
   unsigned long long free_bytes = (static_cast<unsigned long long>(si.freeram) + si.bufferram) * si.mem_unit;
   if (size > free_bytes / 2) return false;
   return size <= cgroup_memory_left() / 2;

@@ -85,7 +85,8 @@ bool populate(void* p, std::size_t size);
 
 // Whether size bytes fit in half of the memory free now, on the machine
 // (sysinfo) and in the process's memory cgroups (cgroup_memory_left); true
-// without asking up to 2 MiB. About a dozen system calls above that.
+// without asking up to 2 MiB. About a dozen system calls above that; errno
+// unchanged.
 bool fits_free_memory(std::size_t size);
 
 // Bytes the process's memory cgroups still allow (limit - usage, the least
