@@ -157,8 +157,8 @@ TEST(HugeBlocks, SmallerRequestsShareABiggerCachedBlock) {
 // A block over the cache's 64 MiB limit for ordinary blocks, written whole
 // and freed, is what the next request of its size gets back, resident: until
 // 2026-11-29 it was unmapped at once, and size-sweep's calloc after a malloc
-// of 128 MiB ... 1 GiB faulted every page in again (1,056,454 faults in the
-// row, 268k with the block kept; architecture.md, layer 7).
+// of 128 MiB ... 1 GiB faulted every page in again (1,056,456 faults in the
+// row, 270,017 with the block kept; architecture.md, layer 7).
 TEST(HugeBlocks, AFreedBlockOverTheCachesSizeLimitComesBackResident) {
   constexpr std::size_t MiB = std::size_t{1} << 20;
   constexpr std::size_t kSize = 80 * MiB;
