@@ -28,19 +28,62 @@ inline std::uint32_t to_tick(std::uint32_t now_ms) { return (now_ms >> 6) & ((1u
 inline std::uint32_t age_ms(std::uint64_t w, std::uint32_t now_ms) {
   return ((to_tick(now_ms) - tick(w)) & ((1u << kTickBits) - 1)) << 6;
 }
+// A block over kHugeCacheMaxBlock (one at a time, outside the total: config.h).
+inline bool big(std::size_t pages, std::size_t page) { return pages > kHugeCacheMaxBlock / page; }
+// How long a block of `pages` may wait: the purge delay, or for a big one the
+// delay times kHugeCacheMaxBlock over its size (256 MiB: a quarter), so that
+// no block holds more byte-milliseconds than the biggest ordinary one. In
+// 64 ms ticks, so a big block goes at the first huge call (or purge pass)
+// after a tick or two; the loops that reuse it do so at once.
+inline std::uint32_t retention_ms(std::uint64_t w, std::uint32_t delay, std::size_t page) {
+  std::size_t p = pages(w);
+  if (!big(p, page)) return delay;
+  return static_cast<std::uint32_t>(std::uint64_t{delay} * (kHugeCacheMaxBlock / page) / p);
+}
 }  // namespace huge_slot
+
+// A block going into the cache takes its bytes from the budget it falls
+// under: the ordinary blocks' total, or the one big block's place (free and
+// only if it fits in half of the memory free: a block kept there must not
+// be what a program short of memory needed). False: not cached.
+template <class C>
+bool huge_maps<C>::reserve_budget(huge_header* h) {
+  const std::size_t page = C::platform::page_size();
+  const std::size_t pages = h->capacity() / page;
+  if (!huge_slot::big(pages, page)) {
+    if (cache_bytes_.fetch_add(h->map_size, std::memory_order_relaxed) + h->map_size <= kHugeCacheMaxTotal) return true;
+    cache_bytes_.fetch_sub(h->map_size, std::memory_order_relaxed);
+    return false;
+  }
+  if (pages >> huge_slot::kPagesBits) return false;  // its size would not fit in a slot
+  if (big_bytes_.load(std::memory_order_relaxed) != 0) return false;
+  if (!C::platform::fits_free_memory(h->map_size)) return false;
+  std::size_t none = 0;
+  return big_bytes_.compare_exchange_strong(none, h->map_size, std::memory_order_relaxed);
+}
+
+// A block leaving the cache (claimed from slot word w) gives its bytes back
+// to the budget it took them from.
+template <class C>
+void huge_maps<C>::return_budget(std::uint64_t w, const huge_header* h) {
+  if (huge_slot::big(huge_slot::pages(w), C::platform::page_size()))
+    big_bytes_.fetch_sub(h->map_size, std::memory_order_relaxed);
+  else
+    cache_bytes_.fetch_sub(h->map_size, std::memory_order_relaxed);
+}
 
 template <class C>
 bool huge_maps<C>::evict_expired() {
   std::uint32_t delay = options().purge_delay_ms;
   std::uint32_t now = C::platform::now_ms();
+  const std::size_t page = C::platform::page_size();
   bool any = false;
   for (auto& s : cache_) {
     std::uint64_t w = s.load(std::memory_order_relaxed);
-    if (!w || huge_slot::age_ms(w, now) < delay) continue;
+    if (!w || huge_slot::age_ms(w, now) < huge_slot::retention_ms(w, delay, page)) continue;
     if (!s.compare_exchange_strong(w, 0, std::memory_order_acquire)) continue;
     huge_header* h = huge_detail::header_at_unit(huge_slot::unit(w));
-    cache_bytes_.fetch_sub(h->map_size, std::memory_order_relaxed);
+    return_budget(w, h);
     unmap(h);
     any = true;
   }
@@ -51,13 +94,9 @@ template <class C>
 bool huge_maps<C>::cache_put(huge_header* h) {
   using platform = typename C::platform;
   [[maybe_unused]] section<typename C::sync, shared_structure::huge_cache> guard;
-  if (h->far || h->user != reinterpret_cast<char*>(h) + huge_detail::head_bytes<C>(platform::page_size()) ||
-      h->capacity() > kHugeCacheMaxBlock)
+  if (h->far || h->user != reinterpret_cast<char*>(h) + huge_detail::head_bytes<C>(platform::page_size()))
     return false;
-  if (cache_bytes_.fetch_add(h->map_size, std::memory_order_relaxed) + h->map_size > kHugeCacheMaxTotal) {
-    cache_bytes_.fetch_sub(h->map_size, std::memory_order_relaxed);
-    return false;
-  }
+  if (!reserve_budget(h)) return false;
   std::uint64_t w = huge_slot::make(lookup::unit_of(h), h->capacity() / platform::page_size(),
                                     huge_slot::to_tick(platform::now_ms()));
   // Marked freed before a slot publishes it: a claimer then sets its usable
@@ -72,7 +111,7 @@ bool huge_maps<C>::cache_put(huge_header* h) {
       return true;
     }
   }
-  cache_bytes_.fetch_sub(h->map_size, std::memory_order_relaxed);
+  return_budget(w, h);
   return false;
 }
 
@@ -141,12 +180,17 @@ void huge_maps<C>::split_tail(huge_header* h, std::size_t usable) {
 
 // The best cached mapping for `usable` bytes: the smallest whose capacity
 // holds it, else the largest smaller one (grown with mremap by the caller:
-// its resident pages are reused, only the tail is new). *alone: no other
-// block was cached when it was chosen.
+// its resident pages are reused, only the tail is new). A big block serves
+// only a request of at least half its size, or a bigger one: it is kept for
+// a loop over a buffer of its size, and a small request would keep its pages
+// resident under it (and in the tails split off it) for the whole purge
+// delay instead of its own short one. *alone: no other block was cached when
+// it was chosen.
 template <class C>
 huge_header* huge_maps<C>::claim_cached(std::size_t usable, bool* alone) {
   [[maybe_unused]] section<typename C::sync, shared_structure::huge_cache> guard;
-  std::size_t want = usable / C::platform::page_size();
+  const std::size_t page = C::platform::page_size();
+  std::size_t want = usable / page;
   for (int attempt = 0; attempt < 4; ++attempt) {
     std::atomic<std::uint64_t>* best = nullptr;
     std::uint64_t best_w = 0;
@@ -156,6 +200,7 @@ huge_header* huge_maps<C>::claim_cached(std::size_t usable, bool* alone) {
       if (!w) continue;
       ++cached;
       std::size_t p = huge_slot::pages(w), bp = huge_slot::pages(best_w);
+      if (huge_slot::big(p, page) && want < p / 2) continue;
       bool better = !best || (p >= want ? bp < want || p < bp : bp < want && p > bp);
       if (better) {
         best = &s;
@@ -166,7 +211,7 @@ huge_header* huge_maps<C>::claim_cached(std::size_t usable, bool* alone) {
     TENON_INJECT_POINT("huge.cache.take");
     if (best->compare_exchange_strong(best_w, 0, std::memory_order_acquire)) {
       huge_header* h = huge_detail::header_at_unit(huge_slot::unit(best_w));
-      cache_bytes_.fetch_sub(h->map_size, std::memory_order_relaxed);
+      return_budget(best_w, h);
       *alone = cached == 1;
       return h;
     }
@@ -196,7 +241,7 @@ bool huge_maps<C>::flush_cache() {
     std::uint64_t w = s.exchange(0, std::memory_order_acquire);
     if (!w) continue;
     huge_header* h = huge_detail::header_at_unit(huge_slot::unit(w));
-    cache_bytes_.fetch_sub(h->map_size, std::memory_order_relaxed);
+    return_budget(w, h);
     unmap(h);
     any = true;
   }

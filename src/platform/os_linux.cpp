@@ -239,6 +239,7 @@ namespace {
 // free: a small span or large run costs no more than its first touch would,
 // and the question would be a second system call per span.
 constexpr std::size_t kPopulateUncheckedMax = std::size_t{2} << 20;
+}  // namespace
 
 // Whether `size` bytes fit in half of the memory free now: on the machine
 // (sysinfo: free RAM and buffers) and in the process's memory cgroup (a
@@ -250,16 +251,21 @@ constexpr std::size_t kPopulateUncheckedMax = std::size_t{2} << 20;
 // preload.populate_beyond_cgroup). Half is a margin for the program's other
 // needs and for other processes, not a measurement; threads that populate
 // at once may each take it (a bound, not a reservation). A refused sysinfo
-// answers no.
+// answers no. The huge cache asks the same before it keeps a block over its
+// size limit (src/huge/cache.ipp), inside free, which must leave errno as it
+// was (POSIX.1-2024): a refused sysinfo's errno is undone here, and
+// cgroup_memory_left keeps its own.
 bool fits_free_memory(std::size_t size) {
   if (size <= kPopulateUncheckedMax) return true;
   struct sysinfo si;
-  if (sysinfo(&si) != 0) return false;
+  int saved = errno;
+  bool known = sysinfo(&si) == 0;
+  errno = saved;
+  if (!known) return false;
   unsigned long long free_bytes = (static_cast<unsigned long long>(si.freeram) + si.bufferram) * si.mem_unit;
   if (size > free_bytes / 2) return false;
   return size <= cgroup_memory_left() / 2;
 }
-}  // namespace
 
 bool populate(void* p, std::size_t size) {
 #ifndef MADV_POPULATE_WRITE

@@ -97,9 +97,12 @@ void custom_source_is_used_and_released_to() {
   tenon_memory_source source{counting_reserve, counting_release, nullptr};
   CHILD_CHECK(tenon_set_memory_source(&source) == 0);
   void* small = tenon_malloc(100);
-  void* huge = tenon_malloc(std::size_t{80} << 20);  // above the huge cache's limit: released at free
+  void* huge = tenon_malloc(std::size_t{80} << 20);
   CHILD_CHECK(small && huge && g_reserves >= 2);
+  // Kept by the huge cache at free (since 2026-11-29 a block over its 64 MiB
+  // limit too, for a shorter time); the trim gives it back to the source.
   tenon_free(huge);
+  tenon_malloc_trim(0);
   CHILD_CHECK(g_releases >= 1);
   tenon_free(small);
   _exit(0);

@@ -30,17 +30,6 @@ bool rss_is_meaningful() { return !tenon_test::kSanitized && !std::getenv("TENON
 
 std::size_t page() { return static_cast<std::size_t>(sysconf(_SC_PAGESIZE)); }
 
-// Bytes of [p, p + n) resident now (mincore), p rounded down to its page.
-std::size_t resident_in(const void* p, std::size_t n) {
-  auto start = reinterpret_cast<std::uintptr_t>(p) & ~(page() - 1);
-  std::size_t len = reinterpret_cast<std::uintptr_t>(p) + n - start;
-  std::vector<unsigned char> vec((len + page() - 1) / page());
-  if (mincore(reinterpret_cast<void*>(start), len, vec.data()) != 0) return 0;
-  std::size_t pages = 0;
-  for (unsigned char v : vec) pages += v & 1;
-  return pages * page();
-}
-
 // Whether this kernel has MADV_POPULATE_WRITE (Linux 5.14); tenon's populate
 // is best effort and does nothing without it.
 bool kernel_populates() {
@@ -207,11 +196,8 @@ TEST(FreshMemory, PopulateWithHugePages) {
 TEST(FreshMemory, CallocClearsADenseReusedHugeBlockAndDropsASparseOne) {
   if (!rss_is_meaningful() || !untouched_is_visible()) GTEST_SKIP() << "residency is not visible here";
   const std::size_t size = 40 * MiB;
-  auto* p = static_cast<unsigned char*>(tenon_malloc(size));
-  ASSERT_NE(p, nullptr);
-  std::memset(p, 0x5a, size);
-  tenon_free(p);
-  auto* q = static_cast<unsigned char*>(tenon_calloc(1, size));
+  void* p = nullptr;
+  unsigned char* q = calloc_after_written_free(size, &p);
   ASSERT_NE(q, nullptr);
   EXPECT_EQ(q, p) << "the cached block was not reused";
   EXPECT_GE(resident_in(q, size), size - size / 8) << "a dense reused block was dropped";

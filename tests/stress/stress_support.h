@@ -9,7 +9,9 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <sys/mman.h>
 #include <unistd.h>
+#include <vector>
 
 #include "tenon/tenon.h"
 #include "test_support.h"
@@ -103,6 +105,30 @@ inline void check_and_free(void* block, Failures& failures) {
 }
 
 // Resident set size in bytes, from /proc/self/statm.
+// Bytes of [p, p + n) resident now (mincore), p rounded down to its page.
+inline std::size_t resident_in(const void* p, std::size_t n) {
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  auto start = reinterpret_cast<std::uintptr_t>(p) & ~(page - 1);
+  std::size_t len = reinterpret_cast<std::uintptr_t>(p) + n - start;
+  std::vector<unsigned char> vec((len + page - 1) / page);
+  if (mincore(reinterpret_cast<void*>(start), len, vec.data()) != 0) return 0;
+  std::size_t pages = 0;
+  for (unsigned char v : vec) pages += v & 1;
+  return pages * page;
+}
+
+// calloc(size) right after a block of that size was written whole and freed
+// (*freed: its address): what a reused huge block gives calloc. nullptr if
+// either call failed.
+inline unsigned char* calloc_after_written_free(std::size_t size, void** freed) {
+  auto* p = static_cast<unsigned char*>(tenon_malloc(size));
+  if (!p) return nullptr;
+  std::memset(p, 0x5a, size);
+  tenon_free(p);
+  *freed = p;
+  return static_cast<unsigned char*>(tenon_calloc(1, size));
+}
+
 inline std::size_t resident_bytes() {
   long pages = 0, rss = 0;
   if (FILE* f = std::fopen("/proc/self/statm", "r")) {

@@ -106,6 +106,12 @@ constexpr std::size_t kHeapsPerSegment = 64;
 constexpr unsigned kHugeCacheSlots = 32;
 constexpr std::size_t kHugeCacheMaxBlock = 64u << 20;
 constexpr std::size_t kHugeCacheMaxTotal = 256u << 20;
+// Beside them, one bigger block at a time (outside that total), if it fits in
+// half of the memory free (machine and cgroup), for a shorter time: the purge
+// delay times kHugeCacheMaxBlock / its size, so that it holds no more
+// byte-milliseconds than the biggest ordinary block. A loop over one big
+// buffer (size-sweep's 128 MiB ... 1 GiB steps) then reuses its pages instead
+// of faulting them all in again (architecture.md, layer 7).
 
 // calloc of a reused block (a cached huge mapping) of at least this many
 // bytes drops its pages (MADV_DONTNEED) instead of clearing them: the kernel

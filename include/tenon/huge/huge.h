@@ -65,7 +65,9 @@ class huge_maps {
   // evict_expired for the arena's purge pass (its hook).
   static bool purge_hook(void* self) { return static_cast<huge_maps*>(self)->evict_expired(); }
   // Bytes of the mappings in the cache (for the statistics).
-  std::size_t cached_bytes() const { return cache_bytes_.load(std::memory_order_relaxed); }
+  std::size_t cached_bytes() const {
+    return cache_bytes_.load(std::memory_order_relaxed) + big_bytes_.load(std::memory_order_relaxed);
+  }
 
  private:
   // map.ipp
@@ -82,11 +84,15 @@ class huge_maps {
   void split_tail(huge_header* h, std::size_t usable);
   huge_header* claim_cached(std::size_t usable, bool* alone);
   huge_header* cache_take(std::size_t usable);
+  bool reserve_budget(huge_header* h);
+  void return_budget(std::uint64_t slot, const huge_header* h);
 
   arena<C>* chunks_;
   // Recently freed mappings, one word a slot (see cache.ipp), and their bytes.
   std::atomic<std::uint64_t> cache_[kHugeCacheSlots]{};
   std::atomic<std::size_t> cache_bytes_{0};
+  // The bytes of the one cached block over kHugeCacheMaxBlock, 0 if none.
+  std::atomic<std::size_t> big_bytes_{0};
 };
 
 }  // namespace tenon

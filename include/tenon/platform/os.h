@@ -89,6 +89,12 @@ void advise_huge(void* p, std::size_t size);
 // in on first touch as usual.
 bool populate(void* p, std::size_t size);
 
+// Whether size bytes fit in half of the memory free now, on the machine
+// (sysinfo) and in the process's memory cgroups (cgroup_memory_left); true
+// without asking up to 2 MiB. About a dozen system calls above that; errno
+// unchanged.
+bool fits_free_memory(std::size_t size);
+
 // Bytes the process's memory cgroups still allow (limit - usage, the least
 // over its cgroup and those above it, v2 or v1); all ones where none has a
 // limit or none can be read (cgroup_memory.cpp). About a dozen system calls.
