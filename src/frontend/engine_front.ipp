@@ -171,12 +171,14 @@ void engine_front<E>::free_irregular(void* p) noexcept {
     return;
   }
   if (huge_header* h = huge_lookup(p)) {
-    if (huge_maps<config>::is_freed(h)) report_misuse("free", p, "double free", h->capacity());
+    // A freed block's owner is cleared: its second free is huge.free's.
     if (auto* o = static_cast<large_owner*>(h->owner)) {
       o->free(o, p);  // a first-class heap's block
       return;
     }
-    E.huge.free(h);
+    // The test and the freed mark are one exchange (huge.free): of two
+    // frees at once, one reports.
+    if (!E.huge.free(h)) report_misuse("free", p, "double free", h->capacity());
     return;
   }
   // Only a pointer inside a huge block's own range is tenon's (an interior

@@ -228,7 +228,9 @@ void free_large_block(large_owner* owner, void* p) noexcept;
 // block) or the huge layer, with its bytes to the heap's budget.
 void release_block(large_slot* slot, void* p) {
   if (slot->huge) {
-    g_default_engine.huge.free(huge_lookup(p));  // clears the header's owner
+    // Clears the header's owner; the slot was the block's, so it is live.
+    [[maybe_unused]] bool freed = g_default_engine.huge.free(huge_lookup(p));
+    TENON_CHECK(freed);
   } else {
     span* s = lookup::span_of(p);
     s->owner.store(nullptr, std::memory_order_relaxed);  // published by the arena's release

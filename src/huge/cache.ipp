@@ -91,7 +91,7 @@ bool huge_maps<C>::evict_expired() {
 }
 
 template <class C>
-bool huge_maps<C>::cache_put(huge_header* h) {
+bool huge_maps<C>::cache_put(huge_header* h, std::size_t open) {
   using platform = typename C::platform;
   [[maybe_unused]] section<typename C::sync, shared_structure::huge_cache> guard;
   if (h->far || h->user != reinterpret_cast<char*>(h) + huge_detail::head_bytes<C>(platform::page_size()))
@@ -99,10 +99,10 @@ bool huge_maps<C>::cache_put(huge_header* h) {
   if (!reserve_budget(h)) return false;
   std::uint64_t w = huge_slot::make(lookup::unit_of(h), h->capacity() / platform::page_size(),
                                     huge_slot::to_tick(platform::now_ms()));
-  // Marked freed before a slot publishes it: a claimer then sets its usable
-  // size again (resize), so a free that reads 0 is a second one (is_freed).
-  huge_detail::close_freed<C>(h);
-  h->usable = 0;
+  // Marked freed (usable 0) before a slot publishes it, by the free's claim
+  // (or a split's tail, below): a claimer then sets its usable size again
+  // (reshape), so a free that finds 0 is a second one.
+  huge_detail::close_freed<C>(h, open);
   for (auto& s : cache_) {
     std::uint64_t empty = 0;
     TENON_INJECT_POINT("huge.cache.put");
@@ -169,13 +169,13 @@ void huge_maps<C>::split_tail(huge_header* h, std::size_t usable) {
   }
   auto* t = static_cast<huge_header*>(dest);
   t->map_size = tail;
-  t->usable = huge_detail::protects_cached<C>() ? 0 : tail - head;  // what is open: cache_put closes it
+  t->usable = 0;  // freed: nothing of it open where cached blocks are closed (above)
   t->user = static_cast<char*>(dest) + head;
   t->far = false;
   t->owner = nullptr;
   huge_detail::publish(t);
   TENON_INJECT_POINT("huge.cache.split");
-  if (!cache_put(t)) unmap(t);
+  if (!cache_put(t, 0)) unmap(t);
 }
 
 // The best cached mapping for `usable` bytes: the smallest whose capacity

@@ -1,6 +1,7 @@
 // What the huge-block files share: where a block's header and unit map entry
 // are, and how an entry is kept true while the mapping changes.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -114,11 +115,24 @@ std::size_t open_bytes(const huge_header* h) {
   else return 0;
 }
 
-// A block going into the cache: its usable bytes close (past them, it is
-// closed already: open_bytes).
+// A block going into the cache: the `open` bytes its user had (its usable
+// size before the free took it to 0) close (past them, it is closed
+// already: open_bytes).
 template <class C>
-void close_freed(huge_header* h) {
-  if constexpr (protects_cached<C>()) guard_range<C>(h, 0, h->usable, false);
+void close_freed(huge_header* h, std::size_t open) {
+  if constexpr (protects_cached<C>()) guard_range<C>(h, 0, open, false);
+}
+
+// The free's claim of a block: its usable size (the freed mark once 0)
+// exchanged for 0 in one step, so that of two frees of one block at the same
+// instant exactly one gets the size back (issue 11; until 2026-11-29 the
+// free tested the mark and the cache's put set it later, and both frees
+// could pass). Relaxed: the one word's order of changes decides the winner;
+// the block's other fields reach the freeing thread as the block did (the
+// program's hand-over, or the cache slot's release and acquire). Off every
+// small and large path: huge frees only.
+inline std::size_t claim_for_free(huge_header* h) {
+  return std::atomic_ref<std::size_t>(h->usable).exchange(0, std::memory_order_relaxed);
 }
 
 // A tail split off a cached block (cache.ipp) comes from its inaccessible

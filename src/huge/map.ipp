@@ -66,7 +66,7 @@ void* huge_maps<C>::alloc(std::size_t n, std::size_t align, bool* zeroed) {
         *zeroed = false;
         return p;
       }
-      give_back(h);
+      give_back(h, 0);  // taken from the cache: usable 0, nothing open
     }
   }
   TENON_INJECT_POINT("huge.map");
@@ -124,18 +124,25 @@ void* huge_maps<C>::alloc(std::size_t n, std::size_t align, bool* zeroed) {
 }
 
 template <class C>
-void huge_maps<C>::free(huge_header* h) {
+bool huge_maps<C>::free(huge_header* h) {
+  std::size_t usable = huge_detail::claim_for_free(h);
+  if (usable == 0) return false;
   count(stat_huge_frees);
-  note_taken(h->usable);
-  give_back(h);
+  note_taken(usable);
+  give_back(h, usable);
+  return true;
 }
 
 // Into the cache, or unmapped; no count of its own (free counts the block).
+// Its usable size is 0 already (the free's claim, or a block taken from the
+// cache); `open` is what its user had, which a config that protects cached
+// blocks closes. The owner is cleared only where set (a first-class heap's
+// block, freed by its heap alone): a second free racing this one reads it.
 template <class C>
-void huge_maps<C>::give_back(huge_header* h) {
+void huge_maps<C>::give_back(huge_header* h, std::size_t open) {
   TENON_INJECT_POINT("huge.free");
-  h->owner = nullptr;
-  if (!cache_put(h)) unmap(h);
+  if (h->owner) h->owner = nullptr;
+  if (!cache_put(h, open)) unmap(h);
   evict_expired();
 }
 

@@ -51,7 +51,11 @@ class huge_maps {
   // Returns nullptr (errno ENOMEM) when memory cannot be had; *zeroed: the
   // block is known to read as zeros.
   void* alloc(std::size_t n, std::size_t align, bool* zeroed);
-  void free(huge_header* h);
+  // Frees h's block, unless another free took it first: false then (a
+  // double free, which the caller reports). The free claims the block by
+  // one exchange of its usable size to 0 (the freed mark): of two frees at
+  // the same instant exactly one gets the size back, and the other 0.
+  [[nodiscard]] bool free(huge_header* h);
   // A block in the cache has usable 0 (huge_is_freed): a free that finds it
   // so is a double free. Read only by a caller holding p, the block's start
   // (so the header is mapped).
@@ -75,12 +79,12 @@ class huge_maps {
   // A block handed out or given back, in the counts and the held gauge.
   void note_given(std::size_t usable);
   void note_taken(std::size_t usable);
-  void give_back(huge_header* h);
+  void give_back(huge_header* h, std::size_t open);
   void* reshape(huge_header* h, std::size_t n);
   void unmap(huge_header* h);
   bool resize_mapping(huge_header* h, std::size_t map_size);
   // cache.ipp
-  bool cache_put(huge_header* h);
+  bool cache_put(huge_header* h, std::size_t open);
   void split_tail(huge_header* h, std::size_t usable);
   huge_header* claim_cached(std::size_t usable, bool* alone);
   huge_header* cache_take(std::size_t usable);
