@@ -415,8 +415,13 @@ struct canary : pass_through<Inner> {
       }
     } else if (const huge_header* h = huge_lookup(p)) {
       // Freed, its end is closed (or no longer its end): the huge header says.
-      if (huge_is_freed(h)) report_misuse(op, p, freed_twice(op), 0);
-      return end_header_of(p);
+      // Its usable size read once, for the test and the header's place: a
+      // free racing this one may take it to 0 between two reads (the
+      // engine's claim, huge_maps::free), and the second would then place
+      // the header before p, in the head guard (a fault, not the report).
+      std::size_t usable = huge_usable(h);
+      if (usable == 0) report_misuse(op, p, freed_twice(op), 0);
+      return const_cast<char*>(p) + usable - kHeader;
     }
     return const_cast<char*>(p) - kHeader;
   }
