@@ -60,26 +60,22 @@ void race_once(std::size_t n) {
   _exit(0);  // neither free reported: a double free missed
 }
 
-// Rounds until one fails; the race window is a few instructions, so most
-// rounds are two frees one after the other, which were reported before too.
-TEST(LargeRaceDeathTest, TwoThreadsFreeingOneLargeBlockAtOnce) {
+// Rounds of race_once(n) until one fails; the race window is a few
+// instructions, so most rounds are two frees one after the other, which were
+// reported before too. The first failing round ends the loop.
+void expect_every_round_reported(std::size_t n) {
   GTEST_FLAG_SET(death_test_style, "fast");
   constexpr int kRounds = 400;
-  for (int round = 0; round < kRounds && !HasFailure(); ++round) {
+  for (int round = 0; round < kRounds && !::testing::Test::HasFailure(); ++round) {
     SCOPED_TRACE(round);
-    EXPECT_EXIT(race_once(kLarge), testing::KilledBySignal(SIGABRT), "tenon: free\\(0x[0-9a-f]+\\): double free");
+    EXPECT_EXIT(race_once(n), testing::KilledBySignal(SIGABRT), "tenon: free\\(0x[0-9a-f]+\\): double free");
   }
 }
 
+TEST(LargeRaceDeathTest, TwoThreadsFreeingOneLargeBlockAtOnce) { expect_every_round_reported(kLarge); }
+
 // The same for a huge block: before the fix, 5 of 30 guard-probe runs at
 // 5,000,000 bytes went unreported (docs/security.md, "Frees racing").
-TEST(LargeRaceDeathTest, TwoThreadsFreeingOneHugeBlockAtOnce) {
-  GTEST_FLAG_SET(death_test_style, "fast");
-  constexpr int kRounds = 400;
-  for (int round = 0; round < kRounds && !HasFailure(); ++round) {
-    SCOPED_TRACE(round);
-    EXPECT_EXIT(race_once(kHuge), testing::KilledBySignal(SIGABRT), "tenon: free\\(0x[0-9a-f]+\\): double free");
-  }
-}
+TEST(LargeRaceDeathTest, TwoThreadsFreeingOneHugeBlockAtOnce) { expect_every_round_reported(kHuge); }
 
 }  // namespace
