@@ -105,9 +105,7 @@ void thread_heaps<C>::let_go_of(heap_t* h, std::uint64_t classes, unsigned servi
   h->idle_currents &= ~look;
   for (; look; look &= look - 1) {
     auto cls = static_cast<unsigned>(std::countr_zero(look));
-    span* s = h->current[cls];
-    if (kBlockCache.slot[cls] != block_cache_detail::kNone || s == &g_empty_span || s->used() != kCurrentBias)
-      continue;
+    if (!empty_current(h, cls)) continue;
     std::uint64_t bit = std::uint64_t{1} << cls;
     if (classes & bit)
       h->idle_currents |= bit;  // blocks still arrive: looked at again next time

@@ -210,14 +210,21 @@ bool thread_heaps<C>::release_unused_spans(heap_t* h) {
   return any;
 }
 
-// Class cls's current span back to the arena if none of its blocks is in use
-// (used: the current bias alone). The block caches' classes have no current
-// span of their own (their current is the cache's front or the empty span).
+// Whether class cls's current span has none of its blocks in use (used: the
+// current bias alone). The block caches' classes have no current span of
+// their own (their current is the cache's front or the empty span).
+template <class C>
+bool thread_heaps<C>::empty_current(const heap_t* h, unsigned cls) {
+  if (kBlockCache.slot[cls] != block_cache_detail::kNone) return false;
+  const span* s = h->current[cls];
+  return s != &g_empty_span && s->used() == kCurrentBias;
+}
+
+// Class cls's current span back to the arena if it is empty (above).
 template <class C>
 bool thread_heaps<C>::release_if_empty_current(heap_t* h, unsigned cls) {
-  if (kBlockCache.slot[cls] != block_cache_detail::kNone) return false;
+  if (!empty_current(h, cls)) return false;
   span* s = h->current[cls];
-  if (s == &g_empty_span || s->used() != kCurrentBias) return false;
   s->remove_used(kCurrentBias);
   h->current[cls] = &g_empty_span;
   release_empty(h, s);

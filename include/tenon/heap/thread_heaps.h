@@ -131,6 +131,7 @@ class thread_heaps {
   block* pop(span* s);
   void release_empty(heap_t* h, span* s);
   bool release_unused_spans(heap_t* h);
+  static bool empty_current(const heap_t* h, unsigned cls);
   bool release_if_empty_current(heap_t* h, unsigned cls);
   void retire_empty(heap_t* h, class_lists& l, span* s);
   void make_current(heap_t* h, unsigned cls, span* s);

@@ -29,10 +29,6 @@ struct huge_header {
   }
 };
 
-// Whether h's block is freed: waiting in the huge cache, with usable 0 (set
-// before it is published there). Readable by whoever holds the block's start:
-// the header page stays open while the block waits.
-inline bool huge_is_freed(const huge_header* h) { return h->usable == 0; }
 // Its usable size, 0 if freed, in one read (a relaxed atomic load: a free may
 // take it to 0 at the same instant, huge_maps::free). An outer layer's end
 // header is this far past p, for every layer over the engine passes the
@@ -40,6 +36,11 @@ inline bool huge_is_freed(const huge_header* h) { return h->usable == 0; }
 inline std::size_t huge_usable(const huge_header* h) {
   return std::atomic_ref<std::size_t>(const_cast<huge_header*>(h)->usable).load(std::memory_order_relaxed);
 }
+// Whether h's block is freed: waiting in the huge cache, with usable 0 (set
+// by the free's claim, before the block is published there). Readable by
+// whoever holds the block's start: the header page stays open while the
+// block waits.
+inline bool huge_is_freed(const huge_header* h) { return huge_usable(h) == 0; }
 
 // The header of a huge block, or nullptr if p is not the start of one.
 huge_header* huge_lookup(const void* p);
