@@ -194,7 +194,7 @@ std::size_t engine_front<E>::usable_size(const void* p) noexcept {
     const span* s = lookup::span_of(p);
     return s->kind == span_kind::small ? s->block_size : large_runs<config>::usable(s, p);
   }
-  if (huge_header* h = huge_lookup(p)) return h->usable;
+  if (huge_header* h = huge_lookup(p)) return huge_usable(h);
   if (huge_contains(p)) return 0;  // inside a huge block, not its start: not a block
   return foreign::usable_size(p);
 }
@@ -221,14 +221,12 @@ void* engine_front<E>::realloc_slow(void* p, std::size_t n) noexcept {
       old = s->block_size;
     }
   } else if (huge_header* h = huge_lookup(p)) {
-    // Freed, it waits in the huge cache: resized, it would be handed out
-    // twice (its slot still names it); copied, freed twice (until 2026-11-27).
-    if (huge_maps<config>::is_freed(h)) report_misuse("realloc", p, "double free", h->capacity());
-    // A heap's block is not moved in place: its heap records the pointer.
-    if (n > kMaxLarge && !h->owner) {
-      if (void* q = E.huge.resize(h, n)) return q;
-    }
-    old = h->usable;
+    if (!h->owner) return realloc_huge(h, p, n);
+    // A heap's block is not moved in place (its heap records the pointer),
+    // and its free goes through its heap, whose slot takes it once (a
+    // second free is ignored there, heaps.cpp).
+    old = huge_usable(h);
+    if (old == 0) report_misuse("realloc", p, "double free", h->capacity());
   } else if (huge_contains(p)) {
     // Inside a huge block, not its start: not a block. Never read as a
     // glibc block, whose header would be the huge block's own bytes.
@@ -245,6 +243,35 @@ void* engine_front<E>::realloc_slow(void* p, std::size_t n) noexcept {
   if (!q) return nullptr;  // errno is ENOMEM; p is untouched
   memcpy(q, p, old < n ? old : n);
   dealloc(p);
+  return q;
+}
+
+// realloc of huge block h (at p), claimed first as free claims it (one
+// exchange of its freed mark, huge_claim): a freed block (waiting in the
+// huge cache, where resized it would be handed out twice and copied freed
+// twice, until 2026-11-27) gives 0 and is reported, and so is whichever of a
+// free and this realloc racing on one block comes second. Until 2026-11-29
+// the test was a load and the block's new size was written later: a free
+// between put the block in the cache, the resize made it look live there
+// and returned it, and the next huge malloc handed it out again
+// (LargeRaceDeathTest.ReallocAndFreeOfOneHugeBlockAtOnce). The claim is
+// held through the resize or the copy: nothing else frees, resizes or
+// closes the block meanwhile, and the copy's source ends freed by this
+// call alone.
+template <auto& E>
+void* engine_front<E>::realloc_huge(huge_header* h, void* p, std::size_t n) noexcept {
+  std::size_t old = huge_claim(h);
+  if (old == 0) report_misuse("realloc", p, "double free", h->capacity());
+  if (n > kMaxLarge) {
+    if (void* q = E.huge.resize(h, old, n)) return q;
+  }
+  void* q = alloc(n);
+  if (!q) {
+    huge_set_usable(h, old);  // errno is ENOMEM; p is untouched, live again
+    return nullptr;
+  }
+  memcpy(q, p, old < n ? old : n);
+  E.huge.free_claimed(h, old);
   return q;
 }
 

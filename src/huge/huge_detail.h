@@ -107,11 +107,12 @@ bool guard_range(huge_header* h, std::size_t from, std::size_t to, bool accessib
   return true;
 }
 
-// The bytes past the user pointer a block's user may reach now: its usable
-// size while live, none while cached (usable 0).
+// The bytes past the user pointer a block's user may reach now, for a block
+// of `usable` bytes (what its claim gave back; 0 for one taken from the
+// cache): its usable size while live, none while cached.
 template <class C>
-std::size_t open_bytes(const huge_header* h) {
-  if constexpr (protects_cached<C>()) return h->usable;
+std::size_t open_bytes(std::size_t usable) {
+  if constexpr (protects_cached<C>()) return usable;
   else return 0;
 }
 
@@ -121,18 +122,6 @@ std::size_t open_bytes(const huge_header* h) {
 template <class C>
 void close_freed(huge_header* h, std::size_t open) {
   if constexpr (protects_cached<C>()) guard_range<C>(h, 0, open, false);
-}
-
-// The free's claim of a block: its usable size (the freed mark once 0)
-// exchanged for 0 in one step, so that of two frees of one block at the same
-// instant exactly one gets the size back (issue 11; until 2026-11-29 the
-// free tested the mark and the cache's put set it later, and both frees
-// could pass). Relaxed: the one word's order of changes decides the winner;
-// the block's other fields reach the freeing thread as the block did (the
-// program's hand-over, or the cache slot's release and acquire). Off every
-// small and large path: huge frees only.
-inline std::size_t claim_for_free(huge_header* h) {
-  return std::atomic_ref<std::size_t>(h->usable).exchange(0, std::memory_order_relaxed);
 }
 
 // A tail split off a cached block (cache.ipp) comes from its inaccessible

@@ -60,7 +60,7 @@ void* huge_maps<C>::alloc(std::size_t n, std::size_t align, bool* zeroed) {
   evict_expired();
   if (align <= page) {
     if (huge_header* h = cache_take(usable + guard)) {
-      if (void* p = reshape(h, usable)) {
+      if (void* p = reshape(h, usable, 0)) {
         count(stat_huge_cache_hits);
         note_given(usable);  // not h->usable: h may have moved
         *zeroed = false;
@@ -125,18 +125,23 @@ void* huge_maps<C>::alloc(std::size_t n, std::size_t align, bool* zeroed) {
 
 template <class C>
 bool huge_maps<C>::free(huge_header* h) {
-  std::size_t usable = huge_detail::claim_for_free(h);
+  std::size_t usable = huge_claim(h);
   if (usable == 0) return false;
+  free_claimed(h, usable);
+  return true;
+}
+
+template <class C>
+void huge_maps<C>::free_claimed(huge_header* h, std::size_t usable) {
   count(stat_huge_frees);
   note_taken(usable);
-  give_back(h, usable);
-  return true;
+  give_back(h, huge_detail::open_bytes<C>(usable));
 }
 
 // Into the cache, or unmapped; no count of its own (free counts the block).
 // Its usable size is 0 already (the free's claim, or a block taken from the
-// cache); `open` is what its user had, which a config that protects cached
-// blocks closes. The owner is cleared only where set (a first-class heap's
+// cache); `open` is what its user could reach (open_bytes), which a config
+// that protects cached blocks closes. The owner is cleared only where set (a first-class heap's
 // block, freed by its heap alone): a second free racing this one reads it.
 template <class C>
 void huge_maps<C>::give_back(huge_header* h, std::size_t open) {
@@ -148,29 +153,31 @@ void huge_maps<C>::give_back(huge_header* h, std::size_t open) {
 
 // realloc's resize: the block's bytes move in the counts by the change.
 template <class C>
-void* huge_maps<C>::resize(huge_header* h, std::size_t n) {
-  std::size_t old = h->usable;
-  void* p = reshape(h, n);
+void* huge_maps<C>::resize(huge_header* h, std::size_t usable, std::size_t n) {
+  void* p = reshape(h, n, huge_detail::open_bytes<C>(usable));
   if (p) {  // reshape made the block's usable size n rounded up to pages
-    note_taken(old);
+    note_taken(usable);
     note_given(huge_detail::round_up(n, C::platform::page_size()));
   }
   return p;
 }
 
-// Called for a block just taken from the cache (usable 0: nothing open past
-// its header page) and for a live block's realloc (its usable bytes open); either way
-// the pages past what is open are closed where the config protects cached
-// blocks (cache.ipp, open_bytes), and they are again on return.
+// Called for a block just taken from the cache (nothing open past its
+// header page) and for a block realloc claimed (its usable bytes open):
+// `open`, the bytes open past the user pointer (open_bytes). Either way the
+// block is the caller's alone, marked freed (usable 0), and the pages past
+// what is open are closed where the config protects cached blocks
+// (cache.ipp), and they are again on return. The block's usable size is set
+// last (huge_set_usable): until then a free or realloc of it racing this
+// one finds it claimed.
 template <class C>
-void* huge_maps<C>::reshape(huge_header* h, std::size_t n) {
+void* huge_maps<C>::reshape(huge_header* h, std::size_t n, std::size_t open) {
   using platform = typename C::platform;
   const std::size_t page = platform::page_size();
   const std::size_t head = huge_detail::head_bytes<C>(page);
   if (h->far || h->user != reinterpret_cast<char*>(h) + head) return nullptr;
   std::size_t usable = huge_detail::round_up(n, page);
   std::size_t capacity = h->capacity();
-  std::size_t open = huge_detail::open_bytes<C>(h);
   const std::size_t guard = huge_detail::guard_bytes<C>();
   if (usable + guard <= capacity) {
     // Fits: keep the mapping and its resident pages, so that a later, larger
@@ -192,7 +199,7 @@ void* huge_maps<C>::reshape(huge_header* h, std::size_t n) {
       return nullptr;
     }
     huge_detail::guard_range<C>(h, usable, open, false);
-    h->usable = usable;
+    huge_set_usable(h, usable);
     return h->user;
   }
   // mremap grows or moves one VMA only: the closed pages open first (the
@@ -230,7 +237,7 @@ void* huge_maps<C>::reshape(huge_header* h, std::size_t n) {
   }
   huge_detail::guard_range<C>(h, usable, usable + guard, false);  // the growth opened it
   huge_detail::guard_head<C>(h, false);
-  h->usable = usable;
+  huge_set_usable(h, usable);
   return h->user;
 }
 

@@ -77,6 +77,14 @@
  *   free_race:N      a block of N bytes freed by two threads at the same
  *                    instant (both spin until both are ready); ACCESS
  *                    before: one of the two frees must be reported
+ *   free_race_held:N  free_race, in a library built with -DTENON_INJECT=ON
+ *                    (SKIP, exit 77, in any other): the first of the two
+ *                    frees to pass the canary's read of the huge block's
+ *                    mark (injection point canary.huge_end) waits there
+ *                    50 ms, while the other free runs to its end
+ *   realloc_race:N:M a block of N bytes realloc'd to M bytes in one thread
+ *                    and freed in another at the same instant; ACCESS
+ *                    before: one of the two must be reported
  *   remote_after_wait:N[:A]  a block of N bytes from malloc (from
  *                    aligned_alloc at alignment A if given, after 16 others
  *                    of the same that the other thread frees first), freed
@@ -99,6 +107,7 @@
  *                    ascending K (of the 63 neighbours, how many follow in
  *                    address order) and NOTE order ... (each block's rank
  *                    by address); END */
+#include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -357,6 +366,32 @@ static void* free_at_once(void* arg) {
   return NULL;
 }
 
+/* free_race_held: the hook of a -DTENON_INJECT=ON library. The first
+ * thread at canary.huge_end waits there; any later one passes. */
+static int g_held;
+static void hold_first(const char* point) {
+  if (strcmp(point, "canary.huge_end") != 0 || __atomic_exchange_n(&g_held, 1, __ATOMIC_SEQ_CST)) return;
+  usleep(50 * 1000);
+}
+
+/* realloc_race: one thread reallocs the block the other frees. */
+static size_t g_race_m;
+static void* realloc_at_once(void* arg) {
+  (void)arg;
+  free(malloc(16));
+  __atomic_add_fetch(&g_race_ready, 1, __ATOMIC_SEQ_CST);
+  while (__atomic_load_n(&g_race_ready, __ATOMIC_SEQ_CST) < 2) {
+  }
+  return realloc(g_race_p, g_race_m);
+}
+
+/* The two threads of a race: a frees (or reallocs), b frees. */
+static int race_two(void* (*a_fn)(void*)) {
+  pthread_t a, b;
+  return pthread_create(&a, NULL, a_fn, NULL) || pthread_create(&b, NULL, free_at_once, NULL) ||
+         pthread_join(a, NULL) || pthread_join(b, NULL);
+}
+
 int main(int argc, char** argv) {
   const char* c = argc > 1 ? argv[1] : "";
   if (!strcmp(c, "large_overflow")) {
@@ -501,10 +536,32 @@ int main(int argc, char** argv) {
     memset(g_race_p, 0x5a, n);
     printf("ACCESS free %p in two threads at once (%zu bytes)\n", (void*)g_race_p, n);
     fflush(stdout);
-    pthread_t a, b;
-    if (pthread_create(&a, NULL, free_at_once, NULL) || pthread_create(&b, NULL, free_at_once, NULL) ||
-        pthread_join(a, NULL) || pthread_join(b, NULL))
-      return 2;
+    if (race_two(free_at_once)) return 2;
+    printf("DONE\n");
+  } else if (!strncmp(c, "free_race_held:", 15)) {
+    size_t n = strtoul(c + 15, NULL, 10);
+    void (*set_hook)(void (*)(const char*)) = (void (*)(void (*)(const char*)))dlsym(RTLD_DEFAULT, "tenon_inject_set_hook");
+    if (!set_hook) {
+      printf("SKIP no injection points (a library built without -DTENON_INJECT=ON)\n");
+      return 77;
+    }
+    printf("NOTE free_race_held %zu\n", n);
+    if (!(g_race_p = malloc(n))) return 2;
+    memset(g_race_p, 0x5a, n);
+    set_hook(hold_first);
+    printf("ACCESS free %p in two threads at once, the first held (%zu bytes)\n", (void*)g_race_p, n);
+    fflush(stdout);
+    if (race_two(free_at_once)) return 2;
+    printf("DONE\n");
+  } else if (!strncmp(c, "realloc_race:", 13)) {
+    size_t n = 0;
+    if (sscanf(c + 13, "%zu:%zu", &n, &g_race_m) != 2) return 2;
+    printf("NOTE realloc_race %zu %zu\n", n, g_race_m);
+    if (!(g_race_p = malloc(n))) return 2;
+    memset(g_race_p, 0x5a, n);
+    printf("ACCESS realloc and free %p in two threads at once (%zu bytes to %zu)\n", (void*)g_race_p, n, g_race_m);
+    fflush(stdout);
+    if (race_two(realloc_at_once)) return 2;
     printf("DONE\n");
   } else if (!strncmp(c, "remote_after_wait:", 18)) {
     char* end;

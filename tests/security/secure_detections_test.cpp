@@ -227,6 +227,45 @@ TEST(RacingFrees, HugeBlockInTwoThreadsAtOnce) {
   expect_racing_frees_reported(TENON_SECURE_LIBRARY, "5000000", 50);
 }
 
+// A huge block realloc'd (copied: to a large size) in one thread and freed
+// in another at once, under each library: one of the two must be reported
+// as the double free, in every round. Until 2026-11-29 realloc read the
+// block's freed mark (libtenon.so) or its header (libtenon-secure.so) and
+// copied it after; a free between put the block in the huge cache, where
+// the secure build closes its pages, and the copy ended by SIGSEGV (1 of
+// 60 probe runs, and this test at round 25; libtenon.so, which keeps the
+// cached block's pages open, reported 60 of 60).
+// realloc now holds the block's claim (the mark's exchange) from its check
+// to the end of the copy.
+TEST(RacingFrees, HugeBlockReallocAndFreeAtOnce) {
+  SKIP_UNLESS_PRELOAD();
+  for (const char* library : {TENON_PRELOAD_LIBRARY, TENON_SECURE_LIBRARY})
+    for (int round = 0, rounds = std::string(library) == TENON_SECURE_LIBRARY ? 100 : 20; round < rounds; ++round) {
+      misuse_run r = run_misuse(TENON_GUARD_PROBE_PROGRAM, "realloc_race:5000000:1000000", library);
+      auto ok = stopped_at_misuse(r, SIGABRT, "tenon: (free|realloc)\\(0x[0-9a-f]+\\): double free");
+      if (!ok) {
+        ADD_FAILURE() << library << ", round " << round << ": " << ok.message();
+        break;
+      }
+    }
+}
+
+// Two frees of a huge block under libtenon-secure.so, the first to pass the
+// canary's read of the huge header's mark held there (50 ms, at the
+// injection point canary.huge_end: a -DTENON_INJECT=ON library only, and
+// skipped in any other) while the other runs to its end. Until 2026-11-29
+// the held free had only read the mark, and it went on to read the block's
+// end header, which the other's free had closed in the huge cache: SIGSEGV,
+// every run (the same race unheld: not seen in 300 runs). The canary now
+// takes the mark (the engine's exchange) before it reads the block: the
+// other free finds it taken and reports.
+TEST(RacingFrees, HugeBlockFreeHeldPastTheMark) {
+  SKIP_UNLESS_PRELOAD();
+  misuse_run r = run_misuse(TENON_GUARD_PROBE_PROGRAM, "free_race_held:5000000", TENON_SECURE_LIBRARY);
+  if (r.exited && r.exit_code == 77) GTEST_SKIP() << "not applicable here: " << r.out;
+  EXPECT_TRUE(stopped_at_misuse(r, SIGABRT, "tenon: free\\(0x[0-9a-f]+\\): double free"));
+}
+
 // A small block freed by a thread that does not own it, past that thread's
 // quarantine, waits in its owner's inbox; a second free before the owner
 // sorts it must say "double free" (issue 11's gaps, item 2). Until

@@ -97,6 +97,7 @@ struct engine_front {
   static void free_irregular(void* p) noexcept;  // NULL, huge, foreign, or a chunk off the fast table
   static void free_not_owned(span* s, void* p) noexcept;  // a block of a chunk, s not this thread's heap's
   static void* realloc_slow(void* p, std::size_t n) noexcept;
+  static void* realloc_huge(huge_header* h, void* p, std::size_t n) noexcept;  // a huge block no heap owns
 
  private:
   // p is inside a chunk: free it into its span.

@@ -36,11 +36,23 @@ struct huge_header {
 inline std::size_t huge_usable(const huge_header* h) {
   return std::atomic_ref<std::size_t>(const_cast<huge_header*>(h)->usable).load(std::memory_order_relaxed);
 }
-// Whether h's block is freed: waiting in the huge cache, with usable 0 (set
-// by the free's claim, before the block is published there). Readable by
-// whoever holds the block's start: the header page stays open while the
-// block waits.
-inline bool huge_is_freed(const huge_header* h) { return huge_usable(h) == 0; }
+// The claim of a block by its free or its realloc: the usable size taken for
+// 0 (the freed mark) in one exchange, so that of two calls on one block at
+// the same instant exactly one gets the size back and the other 0 (a double
+// free, which it reports), and the block is the claimer's alone until it
+// frees it or sets its size again (issue 11; free's since 2026-11-29,
+// realloc's and the canary's since later that day). acq_rel: a claim that
+// takes a size huge_set_usable put back sees what that thread wrote before
+// (the canary's freed tag at the block's end).
+inline std::size_t huge_claim(huge_header* h) {
+  return std::atomic_ref<std::size_t>(h->usable).exchange(0, std::memory_order_acq_rel);
+}
+// The block's usable size set by the one thread that holds it (a claimer
+// giving it back unfreed, a realloc that resized it, a block taken from the
+// cache): live again, for the next claim. Release: see huge_claim.
+inline void huge_set_usable(huge_header* h, std::size_t usable) {
+  std::atomic_ref<std::size_t>(h->usable).store(usable, std::memory_order_release);
+}
 
 // The header of a huge block, or nullptr if p is not the start of one.
 huge_header* huge_lookup(const void* p);
@@ -61,15 +73,17 @@ class huge_maps {
   void* alloc(std::size_t n, std::size_t align, bool* zeroed);
   // Frees h's block, unless another free took it first: false then (a
   // double free, which the caller reports). The free claims the block by
-  // one exchange of its usable size to 0 (the freed mark): of two frees at
-  // the same instant exactly one gets the size back, and the other 0.
+  // one exchange of its usable size to 0 (the freed mark, huge_claim): of
+  // two frees at the same instant exactly one gets the size back, and the
+  // other 0.
   [[nodiscard]] bool free(huge_header* h);
-  // A block in the cache has usable 0 (huge_is_freed): a free that finds it
-  // so is a double free. Read only by a caller holding p, the block's start
-  // (so the header is mapped).
-  static bool is_freed(const huge_header* h) { return huge_is_freed(h); }
-  // Grow or shrink without copying; nullptr if it cannot (caller copies).
-  void* resize(huge_header* h, std::size_t n);
+  // Frees h's block, claimed by the caller (huge_claim gave it `usable`).
+  void free_claimed(huge_header* h, std::size_t usable);
+  // Grow or shrink h's block, claimed by the caller (huge_claim gave it
+  // `usable`), without copying: the block, live again at its new size; or
+  // nullptr if it cannot, the block unchanged and still claimed (the caller
+  // copies it, or sets its size back).
+  void* resize(huge_header* h, std::size_t usable, std::size_t n);
   // Drop every cached block; true if anything was released.
   bool flush_cache();
   // Unmap cached blocks older than the purge delay; true if any was.
@@ -88,7 +102,7 @@ class huge_maps {
   void note_given(std::size_t usable);
   void note_taken(std::size_t usable);
   void give_back(huge_header* h, std::size_t open);
-  void* reshape(huge_header* h, std::size_t n);
+  void* reshape(huge_header* h, std::size_t n, std::size_t open);
   void unmap(huge_header* h);
   bool resize_mapping(huge_header* h, std::size_t map_size);
   // cache.ipp

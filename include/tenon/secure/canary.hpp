@@ -58,6 +58,7 @@
 #include <cstring>
 
 #include "tenon/common/config.h"
+#include "tenon/common/inject.h"
 #include "tenon/huge/huge.h"
 #include "tenon/layer.hpp"
 #include "tenon/lookup/chunk_map.h"
@@ -164,10 +165,11 @@ struct canary : pass_through<Inner> {
   // block was written, untouched ones too (SecureHuge.ReallocOfUntouched...,
   // until 2026-11-27: 16 blocks of 3 MiB grown to 6 MiB made 48 MiB
   // resident, against 64 KiB without the secure layers).
+  // A huge block is held while it is read (realloc_held).
   [[gnu::noinline]] static void* realloc(void* p, std::size_t n) noexcept {
     if (!ours(p)) return realloc_foreign(p, n);
+    if (huge_header* h = huge_start(p)) return realloc_held(h, static_cast<char*>(p), n);
     std::size_t old = realloc_checked(static_cast<const char*>(p));
-    if (n > kMaxLarge && n <= kMaxRequest - kHeader - kTail && starts_huge_block(p)) return realloc_huge(p, n);
     void* q = alloc(n);
     if (!q) return nullptr;
     std::memcpy(q, p, old < n ? old : n);
@@ -211,6 +213,31 @@ struct canary : pass_through<Inner> {
   static void* realloc_huge(void* p, std::size_t n) noexcept {
     auto* q = static_cast<char*>(layer_ops<Inner>::realloc(p, n + kHeader + kTail));
     return q ? seal(q, n, 0) : nullptr;
+  }
+
+  // realloc of huge block h at p: checked and, moved to a block that is
+  // not huge, copied while held (hold_huge). Until 2026-11-29 its check read
+  // the header and the copy read the block with nothing held: a free racing
+  // it put the block in the huge cache, which closes its pages, and the copy
+  // ended by SIGSEGV (RacingFrees.HugeBlockReallocAndFreeAtOnce). A huge
+  // size goes to Inner's realloc, which claims the block again itself (a
+  // free between the two finds the block live and frees it, and Inner's
+  // claim reports).
+  [[gnu::noinline]] static void* realloc_held(huge_header* h, char* p, std::size_t n) noexcept {
+    std::size_t usable = hold_huge(h, p, "realloc");
+    opened o = check_at(p, p + usable - kHeader, "realloc");
+    if (n > kMaxLarge && n <= kMaxRequest - kHeader - kTail) {
+      huge_set_usable(h, usable);
+      return realloc_huge(p, n);
+    }
+    void* q = alloc(n);
+    if (q) {
+      std::memcpy(q, p, o.size < n ? o.size : n);
+      mark_freed(o);
+    }
+    huge_set_usable(h, usable);  // a free that takes it now reads the freed tag
+    if (q) Inner::dealloc(p);
+    return q;
   }
 
   // A pointer not in tenon's memory: a glibc block moves to a new block, as
@@ -419,6 +446,10 @@ struct canary : pass_through<Inner> {
       // free racing this one may take it to 0 between two reads (the
       // engine's claim, huge_maps::free), and the second would then place
       // the header before p, in the head guard (a fault, not the report).
+      // Only malloc_usable_size reads a huge block's header here, with
+      // nothing held (two of them on one live block at once are the
+      // program's right); free and realloc hold the block first
+      // (give_back_huge, realloc_held).
       std::size_t usable = huge_usable(h);
       if (usable == 0) report_misuse(op, p, freed_twice(op), 0);
       return const_cast<char*>(p) + usable - kHeader;
@@ -449,7 +480,10 @@ struct canary : pass_through<Inner> {
   // after the header passed: a bad size could point anywhere.
   [[gnu::always_inline]] static opened check_block(const char* p, const char* op) {
     if (reinterpret_cast<std::uintptr_t>(p) & 15) report_misuse(op, p, "invalid pointer (not the start of a block)", 0);
-    char* at = header_of(p, op);
+    return check_at(p, header_of(p, op), op);
+  }
+  // check_block's test of the header at `at`.
+  [[gnu::always_inline]] static opened check_at(const char* p, char* at, const char* op) {
     header h;
     std::memcpy(&h, at, sizeof h);
     // A live block was sealed (its key made with the secret drawn) before
@@ -465,14 +499,64 @@ struct canary : pass_through<Inner> {
     return {static_cast<std::size_t>(h.size), offset, key, at};
   }
 
-  // Always in line: see check_block.
+  // Always in line: see check_block. A page-aligned p out of line, as
+  // header_of's lookup was (give_back_aligned).
   [[gnu::always_inline]] static void give_back(char* p, const char* op, const std::size_t* sized) {
-    opened o = check_block(p, op);
+    if (__builtin_expect((reinterpret_cast<std::uintptr_t>(p) & 4095) == 0, 0)) return give_back_aligned(p, op, sized);
+    give_back_checked(p, check_block(p, op), op, sized);
+  }
+  [[gnu::always_inline]] static void give_back_checked(char* p, opened o, const char* op, const std::size_t* sized) {
     if (sized && *sized != o.size) report_misuse(op, p, "size does not match the block", o.size);
-    // Freed: the size check leaves the tag (the size word becomes a link).
+    mark_freed(o);
+    Inner::dealloc(p - o.offset);
+  }
+  // Freed: the size check leaves the tag (the size word becomes a link).
+  [[gnu::always_inline]] static void mark_freed(const opened& o) {
     std::uint64_t tag = o.key ^ (std::uint64_t{o.offset} << 1) ^ kFreed;
     std::memcpy(o.header + 8, &tag, sizeof tag);
-    Inner::dealloc(p - o.offset);
+  }
+
+  // A page-aligned p: a huge block's start is held while it is read
+  // (give_back_huge); any other is checked as give_back checks it.
+  [[gnu::noinline]] static void give_back_aligned(char* p, const char* op, const std::size_t* sized) {
+    if (huge_header* h = huge_start(p)) return give_back_huge(h, p, op, sized);
+    give_back_checked(p, check_block(p, op), op, sized);
+  }
+
+  // Huge block h at p, held while its end header and canary are read and
+  // the freed tag written, then set live again for Inner's free, which
+  // claims it once more. Until 2026-11-29 the check read the mark and then
+  // the end header: a free racing it that claimed the block between the two
+  // reads closed its pages in the huge cache, and this one's read of the
+  // header faulted (SIGSEGV instead of the report;
+  // RacingFrees.HugeBlockFreeHeldPastTheMark holds it there). Now of two
+  // frees one holds the block and the other finds it taken, or finds the
+  // freed tag once it is set live again, or Inner's claim finds it taken by
+  // the other: a report each time, and no read of a page that may be closed.
+  [[gnu::noinline]] static void give_back_huge(huge_header* h, char* p, const char* op, const std::size_t* sized) {
+    std::size_t usable = hold_huge(h, p, op);
+    TENON_INJECT_POINT("canary.huge_end");
+    opened o = check_at(p, p + usable - kHeader, op);
+    if (sized && *sized != o.size) report_misuse(op, p, "size does not match the block", o.size);
+    mark_freed(o);
+    huge_set_usable(h, usable);  // release: a claim that takes it sees the freed tag
+    Inner::dealloc(p);
+  }
+
+  // A huge block's start p (page-aligned, outside the chunks), or nullptr.
+  [[gnu::noinline]] static huge_header* huge_start(const void* p) {
+    if ((reinterpret_cast<std::uintptr_t>(p) & 4095) != 0 || lookup::in_chunk(p)) return nullptr;
+    return huge_lookup(p);
+  }
+
+  // Huge block h at p, claimed as the engine's free claims it (huge_claim):
+  // the block is this call's alone (no other free or realloc closes its
+  // pages) until it sets its size again. Its usable size; a freed block
+  // (0) is reported.
+  static std::size_t hold_huge(huge_header* h, const char* p, const char* op) {
+    std::size_t usable = huge_claim(h);
+    if (usable == 0) report_misuse(op, p, freed_twice(op), 0);
+    return usable;
   }
 };
 
