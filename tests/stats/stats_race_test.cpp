@@ -24,21 +24,32 @@ void read_stats_until(std::atomic<bool>& stop, std::atomic<unsigned>& reads, std
   }
 }
 
+// The reader is under way before the first holder starts and reads again
+// after the last one has its heap, so its reads span every construction
+// whatever the machine's load: until 2026-11-29 the stop could come before
+// the reader's first read (under a load of about 25, "reads 0").
 TEST(StatsRace, ReadsWhileHeapsAreConstructed) {
   std::atomic<bool> stop{false}, release_holders{false};
-  std::atomic<unsigned> reads{0}, bad{0};
+  std::atomic<unsigned> reads{0}, bad{0}, attached{0};
   std::thread reader(read_stats_until, std::ref(stop), std::ref(reads), std::ref(bad));
+  auto read_once_more = [&] {
+    for (unsigned start = reads.load(); reads.load() == start;) std::this_thread::yield();
+  };
+  read_once_more();
   // Threads that stay alive hold their heaps, so each new one needs a heap
   // constructed in fresh storage.
   std::vector<std::thread> holders;
   for (unsigned i = 0; i < 64; ++i) {
     holders.emplace_back([&] {
       void* p = tenon_malloc(48);
+      attached.fetch_add(1);
       while (!release_holders.load()) std::this_thread::yield();
       tenon_free(p);
     });
     std::this_thread::yield();
   }
+  while (attached.load() < 64) std::this_thread::yield();
+  read_once_more();
   stop.store(true);
   reader.join();
   release_holders.store(true);
