@@ -77,11 +77,12 @@
  *   free_race:N      a block of N bytes freed by two threads at the same
  *                    instant (both spin until both are ready); ACCESS
  *                    before: one of the two frees must be reported
- *   free_race_held:N  free_race, in a library built with -DTENON_INJECT=ON
- *                    (SKIP, exit 77, in any other): the first of the two
- *                    frees to pass the canary's read of the huge block's
- *                    mark (injection point canary.huge_end) waits there
- *                    50 ms, while the other free runs to its end
+ *   free_race_held:N[:POINT]  free_race, in a library built with
+ *                    -DTENON_INJECT=ON (SKIP, exit 77, in any other): the
+ *                    first of the two frees of p to reach injection point
+ *                    POINT (canary.huge_end, the canary's hold of a huge
+ *                    block, unless given) waits there 50 ms, while the
+ *                    other free runs to its end
  *   realloc_race:N:M a block of N bytes realloc'd to M bytes in one thread
  *                    and freed in another at the same instant; ACCESS
  *                    before: one of the two must be reported
@@ -356,21 +357,26 @@ static void* free_then_hundred(void* arg) {
 /* Two threads that free one block at the same instant (free_race). */
 static char* g_race_p;
 static volatile int g_race_ready;
+static _Thread_local int t_armed; /* in free(g_race_p): free_race_held holds here */
 static void* free_at_once(void* arg) {
   (void)arg;
   free(malloc(16)); /* this thread's heap and quarantine ring exist */
   __atomic_add_fetch(&g_race_ready, 1, __ATOMIC_SEQ_CST);
   while (__atomic_load_n(&g_race_ready, __ATOMIC_SEQ_CST) < 2) {
   }
+  t_armed = 1;
   free(g_race_p);
+  t_armed = 0;
   return NULL;
 }
 
 /* free_race_held: the hook of a -DTENON_INJECT=ON library. The first
- * thread at canary.huge_end waits there; any later one passes. */
+ * thread at g_hold_point in its free of g_race_p waits there; any later one
+ * passes. */
+static const char* g_hold_point = "canary.huge_end";
 static int g_held;
 static void hold_first(const char* point) {
-  if (strcmp(point, "canary.huge_end") != 0 || __atomic_exchange_n(&g_held, 1, __ATOMIC_SEQ_CST)) return;
+  if (!t_armed || strcmp(point, g_hold_point) != 0 || __atomic_exchange_n(&g_held, 1, __ATOMIC_SEQ_CST)) return;
   usleep(50 * 1000);
 }
 
@@ -539,13 +545,15 @@ int main(int argc, char** argv) {
     if (race_two(free_at_once)) return 2;
     printf("DONE\n");
   } else if (!strncmp(c, "free_race_held:", 15)) {
-    size_t n = strtoul(c + 15, NULL, 10);
+    char* end;
+    size_t n = strtoul(c + 15, &end, 10);
+    if (*end == ':') g_hold_point = end + 1;
     void (*set_hook)(void (*)(const char*)) = (void (*)(void (*)(const char*)))dlsym(RTLD_DEFAULT, "tenon_inject_set_hook");
     if (!set_hook) {
       printf("SKIP no injection points (a library built without -DTENON_INJECT=ON)\n");
       return 77;
     }
-    printf("NOTE free_race_held %zu\n", n);
+    printf("NOTE free_race_held %zu %s\n", n, g_hold_point);
     if (!(g_race_p = malloc(n))) return 2;
     memset(g_race_p, 0x5a, n);
     set_hook(hold_first);
