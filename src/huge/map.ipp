@@ -141,8 +141,9 @@ void huge_maps<C>::free_claimed(huge_header* h, std::size_t usable) {
 // Into the cache, or unmapped; no count of its own (free counts the block).
 // Its usable size is 0 already (the free's claim, or a block taken from the
 // cache); `open` is what its user could reach (open_bytes), which a config
-// that protects cached blocks closes. The owner is cleared only where set (a first-class heap's
-// block, freed by its heap alone): a second free racing this one reads it.
+// that protects cached blocks closes. The owner is cleared only where set (a
+// first-class heap's block, freed by its heap alone): a second free racing
+// this one reads it.
 template <class C>
 void huge_maps<C>::give_back(huge_header* h, std::size_t open) {
   TENON_INJECT_POINT("huge.free");

@@ -548,7 +548,8 @@ int main(int argc, char** argv) {
     char* end;
     size_t n = strtoul(c + 15, &end, 10);
     if (*end == ':') g_hold_point = end + 1;
-    void (*set_hook)(void (*)(const char*)) = (void (*)(void (*)(const char*)))dlsym(RTLD_DEFAULT, "tenon_inject_set_hook");
+    typedef void (*set_hook_fn)(void (*)(const char*));
+    set_hook_fn set_hook = (set_hook_fn)dlsym(RTLD_DEFAULT, "tenon_inject_set_hook");
     if (!set_hook) {
       printf("SKIP no injection points (a library built without -DTENON_INJECT=ON)\n");
       return 77;
