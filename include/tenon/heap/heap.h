@@ -78,6 +78,10 @@ template <class C>
 struct thread_heap {
   span* current[kNumClasses];  // read by the malloc fast path
   std::atomic<std::uintptr_t> inbox{0};
+  // Where the 16 slots were: moved last, after runs, threadtest T64 (no
+  // remote free) took 4-8% more task-clock, interleaved (architecture.md,
+  // layer 5, "Outbox slots").
+  outbox out[kOutboxes];
   std::uint64_t out_pending = 0;  // bit i: out[i] holds blocks
   class_lists lists[kNumClasses];
   chunk* chunk_hint = nullptr;
@@ -97,11 +101,6 @@ struct thread_heap {
   // run_cache.h; filled and taken by the front end's large path). Its own
   // line: other threads write it only to flush it.
   run_cache runs;
-  // Last: 6 KiB that a thread touches only as far as it frees into other
-  // heaps, so that the fields above keep their lines and pages together
-  // (after inbox, as with 16 slots, they pushed lists and the caches 4.5 KiB
-  // further from the malloc fast path's current[]).
-  outbox out[kOutboxes];
 
   constexpr thread_heap() {
     for (auto& c : current) c = &g_empty_span;
