@@ -167,7 +167,7 @@ void thread_heaps<C>::flush_outbox(heap_t* h, outbox& ob) {
     report_misuse("free", tail, "double free (by a thread that does not own its span)", tail_span->block_size);
   ob.count = 0;
   ob.head = ob.tail = nullptr;
-  h->out_pending &= ~(1u << (&ob - h->out));
+  h->out_pending &= ~(std::uint64_t{1} << (&ob - h->out));
   deliver(dest, head, tail, &h->st);
 }
 
@@ -228,7 +228,7 @@ void thread_heaps<C>::free_remote_slow(heap_t* h, span* s, block* b) {
     ob.count = 1;
     ob.ahead[0] = b;
     for (unsigned i = 1; i < kOutboxAhead; ++i) ob.ahead[i] = nullptr;
-    h->out_pending |= 1u << (&ob - h->out);
+    h->out_pending |= std::uint64_t{1} << (&ob - h->out);
     return;
   }
   join_batch(h, ob, s, b, free_key());

@@ -61,7 +61,14 @@ struct outbox {
   std::uint32_t count = 0;
   block* ahead[kOutboxAhead] = {};  // ahead[i]: the last block to join with count % kOutboxAhead == i
 };
-constexpr unsigned kOutboxes = 16;  // direct-mapped by destination heap address
+// Direct-mapped by destination heap address (remote_free.h, outbox_slot):
+// one slot for each heap of a segment, so that a thread freeing the blocks
+// of up to kHeapsPerSegment threads at once batches for every one of them.
+// With 16, the 64 threads of remote-free T64 shared each slot four ways and
+// flushed each other's batches: 1.33 blocks a batch, an inbox CAS and the
+// slow path almost every free (architecture.md, layer 5, "Outbox slots").
+constexpr unsigned kOutboxes = kHeapsPerSegment;
+static_assert((kOutboxes & (kOutboxes - 1)) == 0 && kOutboxes <= 64, "a power of 2, one bit of out_pending each");
 
 // A heap's inbox word: a chain of blocks pushed by other threads, taken by
 // the owner in one exchange; kInboxClosed once the heap's thread has exited.
@@ -71,8 +78,11 @@ template <class C>
 struct thread_heap {
   span* current[kNumClasses];  // read by the malloc fast path
   std::atomic<std::uintptr_t> inbox{0};
+  // Where the 16 slots were: moved last, after runs, threadtest T64 (no
+  // remote free) took 4-8% more task-clock, interleaved (architecture.md,
+  // layer 5, "Outbox slots").
   outbox out[kOutboxes];
-  std::uint32_t out_pending = 0;  // bit i: out[i] holds blocks
+  std::uint64_t out_pending = 0;  // bit i: out[i] holds blocks
   class_lists lists[kNumClasses];
   chunk* chunk_hint = nullptr;
   std::uint32_t forms_since_sweep = 0;  // see absorb_before_growing

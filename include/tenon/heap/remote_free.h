@@ -5,6 +5,7 @@
 // a constant, and neither the call between the two nor the arguments moved
 // for it are paid on every remote free.
 #pragma once
+#include <bit>
 #include <cstdint>
 
 #include "tenon/common/checks.h"
@@ -17,16 +18,18 @@ namespace tenon {
 // field of it (reading the destination heap's memory on every free would
 // need ordering and a cache line we do not have). Heaps of one segment are
 // contiguous, so they take consecutive slots: the address divided by the
-// heap's size, modulo kOutboxes, taken as the top 4 bits of the address
-// times 2^60 / size rounded up (the same but within 2^-13 of a heap
-// boundary, addresses being below 2^47; the slot is only a hash, as the
-// batch's `dest` is compared anyway). A division by a constant is a
-// widening `mul`, which takes two fixed registers and a mask more.
+// heap's size, modulo kOutboxes, taken as the top log2(kOutboxes) bits of
+// the address times 2^(64 - log2(kOutboxes)) / size rounded up (the same
+// but within 2^-11 of a heap boundary, addresses being below 2^47; the slot
+// is only a hash, as the batch's `dest` is compared anyway). A division by
+// a constant is a widening `mul`, which takes two fixed registers and a
+// mask more.
 template <std::size_t HeapSize>
 __attribute__((always_inline)) inline unsigned outbox_slot(const void* dest) {
-  static_assert(kOutboxes == 16, "the shift takes the top 4 bits");
-  constexpr std::uint64_t kMul = ((std::uint64_t{1} << 60) + HeapSize - 1) / HeapSize;
-  return static_cast<unsigned>((reinterpret_cast<std::uintptr_t>(dest) * kMul) >> 60);
+  constexpr unsigned kShift = 64 - std::countr_zero(kOutboxes);
+  constexpr std::uint64_t kMul = ((std::uint64_t{1} << kShift) + HeapSize - 1) / HeapSize;
+  static_assert(kShift >= 47 + 8, "addresses below 2^47 err by less than 1/256 of a heap");
+  return static_cast<unsigned>((reinterpret_cast<std::uintptr_t>(dest) * kMul) >> kShift);
 }
 
 // The common case on its own: the block joins a batch already started for
