@@ -131,4 +131,39 @@ TEST(FreshBlocks, BlocksFreedByAnotherThreadHoldNoPointerInTheirFirstThreeWords)
   }
 }
 
+// A batch's head also names the next blocks of the owner's walk, and the
+// batch delivered before it, in its words from the fourth on (as many as it
+// has: heap.h, outbox); the sort clears them as it clears the third. The
+// blocks were zeroed before the other thread freed them, so any pointer in
+// them afterwards is one the allocator left. One size, 256 bytes (room for
+// all the names), in a process of its own: a span formed where blocks of
+// another class lay finds their links inside its blocks (96 and 32 bytes
+// after 256: 114 and 159 words, main at d11f1f4 as well). With the names
+// left in place, 3,375 of its words failed.
+TEST(FreshBlocks, BlocksFreedByAnotherThreadHoldNoPointerInAnyWord) {
+  for (std::size_t n : {256}) {
+    std::vector<void*> blocks(20000);
+    for (auto& b : blocks) {
+      b = tenon_malloc(n);
+      ASSERT_NE(b, nullptr);
+      std::memset(b, 0, n);
+    }
+    std::thread([&] {
+      for (void* b : blocks) tenon_free(b);
+    }).join();
+    std::size_t leaking = 0;
+    for (auto& b : blocks) {
+      b = tenon_malloc(n);
+      ASSERT_NE(b, nullptr);
+      std::vector<std::uintptr_t> words(n / sizeof(std::uintptr_t));
+      std::memcpy(words.data(), b, n);
+      for (std::uintptr_t w : words)
+        if (w != 0 && tenon_owns(reinterpret_cast<void*>(w))) ++leaking;
+    }
+    EXPECT_EQ(leaking, 0u) << leaking << " words of " << blocks.size() << " fresh " << n
+                           << "-byte blocks point into tenon's memory after another thread freed their memory";
+    for (void* b : blocks) tenon_free(b);
+  }
+}
+
 }  // namespace
