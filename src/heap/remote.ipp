@@ -3,6 +3,7 @@
 // owner's inbox with one CAS, sorted into the owner's spans on its next
 // allocation slow path; straight onto the span's remote list when the span
 // has no owner.
+#include <algorithm>
 #include <bit>
 
 #include "tenon/common/checks.h"
@@ -53,6 +54,8 @@ void thread_heaps<C>::push_remote(span* s, block* head, block* tail, std::uint32
 // (outbox), is prefetched first; a block that names no such block (a
 // batch's first, one delivered alone) holds the program's data there, and
 // a prefetch of any address is harmless. A 16-byte block has no third word.
+// A batch's head names more (heap.h, outbox: the blocks walked after it and
+// the next batch's head), prefetched and cleared with its third word.
 // clear_ahead: the third word is cleared once read, here and where a closed
 // inbox's blocks go to their spans, the two places a batch is taken apart:
 // left there, the next malloc of the block handed the program a heap
@@ -68,10 +71,7 @@ void thread_heaps<C>::sort_inbox_chain(heap_t* h, block* b, unsigned serving) {
   std::uint64_t classes = 0;  // those whose spans got blocks
   while (b) {
     span* s = lookup::span_of(b);
-    if (s->block_size > 16) {
-      __builtin_prefetch(reinterpret_cast<const void*>(static_cast<std::uintptr_t>(third_word(b))), 1);
-      third_word(b) = 0;  // see clear_ahead
-    }
+    if (s->block_size > 16) __builtin_prefetch(reinterpret_cast<const void*>(take_names(b, s, true)), 1);
     block* next = C::links::next(b, s);
     if (s->owner.load(std::memory_order_relaxed) == h) {
       classes |= std::uint64_t{1} << s->cls;
@@ -124,8 +124,9 @@ void thread_heaps<C>::drain_inbox(heap_t* h, unsigned serving) {
 
 // Hand a chain to its destination heap's inbox in one CAS. If that heap's
 // thread has exited (inbox closed), each block goes to its span instead.
+// named: the head carries names (name_batch), the next batch's among them.
 template <class C>
-void thread_heaps<C>::deliver(heap_t* dest, block* head, block* tail, stats_t* st) {
+void thread_heaps<C>::deliver(heap_t* dest, block* head, block* tail, stats_t* st, bool named) {
   span* tail_span = lookup::span_of(tail);
   std::uintptr_t old = dest->inbox.load(std::memory_order_relaxed);
   for (;;) {
@@ -136,13 +137,14 @@ void thread_heaps<C>::deliver(heap_t* dest, block* head, block* tail, stats_t* s
         span* s = lookup::span_of(b);
         block* next = C::links::next(b, s);
         C::links::set_next(b, nullptr, s);
-        if (s->block_size > 16) third_word(b) = 0;  // see clear_ahead
+        if (s->block_size > 16) take_names(b, s, false);
         push_remote(s, b, b, 1, st);
         b = next;
       }
       return;
     }
     C::links::set_next(tail, reinterpret_cast<block*>(old), tail_span);
+    if (named) block_word(head, kHeadNextWord) = old;  // the next batch of the owner's walk
     TENON_INJECT_POINT("inbox.push");
     if (dest->inbox.compare_exchange_weak(old, reinterpret_cast<std::uintptr_t>(head), std::memory_order_release,
                                           std::memory_order_relaxed))
@@ -165,10 +167,48 @@ void thread_heaps<C>::flush_outbox(heap_t* h, outbox& ob) {
   span* tail_span = lookup::span_of(tail);
   if (__builtin_expect(C::links::next(tail, tail_span) != nullptr, 0))
     report_misuse("free", tail, "double free (by a thread that does not own its span)", tail_span->block_size);
+  bool named = name_batch(ob);
   ob.count = 0;
   ob.head = ob.tail = nullptr;
   h->out_pending &= ~(std::uint64_t{1} << (&ob - h->out));
-  deliver(dest, head, tail, &h->st);
+  deliver(dest, head, tail, &h->st, named);
+}
+
+// The batch's head names the blocks the owner's walk takes after it, which
+// no block's third word names (heap.h, outbox): the newest of `ahead`, as
+// many as its words hold. Its third word is tagged for the walk to look.
+// The head is the block this thread freed last: the stores hit its cache.
+template <class C>
+bool thread_heaps<C>::name_batch(const outbox& ob) {
+  block* head = ob.head;
+  std::uint32_t words = lookup::span_of(head)->block_size / sizeof(std::uintptr_t);
+  if (words <= kHeadNextWord) return false;
+  std::uint32_t end = std::min<std::uint32_t>(words, kHeadNamesWord + kHeadNames);
+  std::uint32_t i = kHeadNamesWord;
+  for (std::uint32_t back = 1; i < end && back < ob.count; ++i, ++back)
+    block_word(head, i) = reinterpret_cast<std::uintptr_t>(ob.ahead[(ob.count - 1 - back) % kOutboxAhead]);
+  if (i < end) block_word(head, i) = 0;  // a shorter list ends here
+  third_word(head) |= kHeadNamesTag;
+  return true;
+}
+
+// A head's names (name_batch, deliver), prefetched if asked and cleared, as
+// the third word is (clear_ahead). Read only below the block's end: a
+// batch's first block (never a head of a longer one) may hold the
+// program's data in its third word, a tag among it.
+template <class C>
+void thread_heaps<C>::take_head_names(block* b, span* s, bool prefetch) {
+  std::uint32_t words = s->block_size / sizeof(std::uintptr_t);
+  if (words <= kHeadNextWord) return;
+  std::uint32_t end = std::min<std::uint32_t>(words, kHeadNamesWord + kHeadNames);
+  for (std::uint32_t i = kHeadNamesWord; i < end; ++i) {
+    std::uintptr_t w = block_word(b, i);
+    if (!w) break;
+    if (prefetch) __builtin_prefetch(reinterpret_cast<const void*>(w), 1);
+    block_word(b, i) = 0;
+  }
+  if (prefetch) __builtin_prefetch(reinterpret_cast<const void*>(static_cast<std::uintptr_t>(block_word(b, kHeadNextWord))), 1);
+  block_word(b, kHeadNextWord) = 0;
 }
 
 template <class C>

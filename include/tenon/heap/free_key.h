@@ -39,6 +39,10 @@ __attribute__((always_inline)) inline alias_word& second_word(block* b) { return
 // The third, where a block of 32 bytes or more waiting in a batch names the
 // block kOutboxAhead further down it (heap.h, outbox).
 __attribute__((always_inline)) inline alias_word& third_word(block* b) { return reinterpret_cast<alias_word*>(b)[2]; }
+// Word i of a batch's head block, where it names more blocks (heap.h, outbox).
+__attribute__((always_inline)) inline alias_word& block_word(block* b, unsigned i) {
+  return reinterpret_cast<alias_word*>(b)[i];
+}
 
 // Draws the key once (never 0: a fresh block's zero second word must not
 // look freed). The first thread to store it wins; the others use its key.

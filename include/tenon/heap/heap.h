@@ -54,6 +54,20 @@ struct class_lists {
 // (free_key.h), as on every list of free blocks; a 16-byte block has no
 // third word and is not prefetched.
 constexpr unsigned kOutboxAhead = 8;
+// The walk's first kOutboxAhead blocks of each batch (its newest) are named
+// by none of the above, and a short batch is mostly those (mstress T16: 12
+// blocks a batch, 8 of them walked one miss after another). So the batch's
+// head, when it has the words for it (32 bytes or more), carries more: its
+// third word is tagged (kHeadNamesTag), its fourth names the head of the
+// batch delivered before it (the inbox it was pushed onto: the next batch
+// of the walk) and the words from its fifth name the batch's blocks walked
+// after it, up to kHeadNames of them, a null word ending a shorter list.
+// The owner reads them once the head is in, prefetches them all and clears
+// them (remote.ipp, take_head_names).
+constexpr std::uintptr_t kHeadNamesTag = 1;
+constexpr unsigned kHeadNextWord = 3;
+constexpr unsigned kHeadNamesWord = 4;
+constexpr unsigned kHeadNames = kOutboxAhead - 1;
 struct outbox {
   void* dest = nullptr;  // the destination heap (a thread_heap<C>)
   block* head = nullptr;

@@ -163,8 +163,18 @@ class thread_heaps {
   void sort_inbox_chain(heap_t* h, block* b, unsigned serving = kNumClasses);
   void let_go_of(heap_t* h, std::uint64_t classes, unsigned serving);
   void drain_inbox(heap_t* h, unsigned serving);
-  void deliver(heap_t* dest, block* head, block* tail, stats_t* st);
+  void deliver(heap_t* dest, block* head, block* tail, stats_t* st, bool named = false);
   void flush_outbox(heap_t* h, outbox& ob);
+  static bool name_batch(const outbox& ob);
+  static void take_head_names(block* b, span* s, bool prefetch);
+  // b's third word, the block it names (clear_ahead: cleared once read),
+  // and a batch head's further names (heap.h, outbox). b is over 16 bytes.
+  __attribute__((always_inline)) static std::uintptr_t take_names(block* b, span* s, bool prefetch) {
+    std::uintptr_t ahead = third_word(b);
+    third_word(b) = 0;
+    if (ahead & kHeadNamesTag) take_head_names(b, s, prefetch);
+    return ahead & ~kHeadNamesTag;
+  }
   __attribute__((always_inline)) void join_batch(heap_t* h, outbox& ob, span* s, block* b, std::uint64_t key);
   [[gnu::noinline]] void free_remote_slow(heap_t* h, span* s, block* b);
 
