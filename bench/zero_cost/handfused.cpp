@@ -29,23 +29,25 @@ struct handfused : default_allocator {
   }
 
   static void dealloc(void* p) noexcept {
-    if (std::uintptr_t tag = lookup::tag_of(p); __builtin_expect(lookup::is_regular_tagged(p, tag), 1)) {
-      span* s = lookup::span_of_tagged(p, tag);
+    std::uintptr_t tag = lookup::tag_of(p);
+    lookup::numbered n = lookup::slice_number(p);
+    if (__builtin_expect(lookup::is_regular_numbered(n, tag), 1)) {
+      span* s = lookup::span_of_entry(n.entry, tag);
       void* owner = s->owner.load(std::memory_order_relaxed);
       if (__builtin_expect(owner == t_thread<config>.current, 1)) {
         auto* h = static_cast<thread_heap<config>*>(owner);
         auto* b = static_cast<block*>(p);
         // The block-start test (common/block_index.h), written out.
         auto offset = static_cast<std::uint64_t>(static_cast<char*>(p) - s->start);
-        if (__builtin_expect(offset * s->block_mult >= s->carved_limit, 0))
-          return g_default_engine.heaps.free_to_cache(h, s, b);
+        if (__builtin_expect(offset * s->block_mult >= s->carved_limit, 0)) return report_not_carved_block(s, b);
         // The free key (heap/free_key.h), as free_to_own_span checks it.
         std::uint64_t key = free_key();
         if (__builtin_expect(second_word(b) == key, 0)) return report_keyed(s, b);
-        b->next = s->free;
+        span* t = s->push_to;  // the span, or h's block cache of its class
+        b->next = t->free;
         second_word(b) = key;
-        s->free = b;
-        if (__builtin_expect(--s->until_slow < 0, 0)) g_default_engine.heaps.local_free_slow(h, s);
+        t->free = b;
+        if (__builtin_expect(--t->until_slow < 0, 0)) g_default_engine.heaps.local_free_slow(h, t);
         return;
       }
       default_allocator::free_not_owned(s, p);

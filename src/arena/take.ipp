@@ -26,7 +26,7 @@ inline span* form(chunk* c, unsigned first, unsigned n) {
   s->first_slice = static_cast<std::uint8_t>(first);
   s->nslices = static_cast<std::uint8_t>(n);
   s->start = reinterpret_cast<char*>(c) + (std::size_t{first} << kSliceShift);
-  for (unsigned i = first; i < first + n; ++i) c->index.span_at[i].store(s, std::memory_order_relaxed);
+  for (unsigned i = first; i < first + n; ++i) c->index.span_at(i).store(s, std::memory_order_relaxed);
   return s;
 }
 
@@ -98,7 +98,7 @@ chunk* arena<C>::new_chunk(unsigned take_n, stats_t* st) {
   bool huge_paged = advise_chunk(c);  // before the header's first write faults in its page
   // Slices no span has used yet name the sentinel descriptor, never null, so
   // that a free of an address there reaches a check (see g_no_span).
-  for (auto& entry : c->index.span_at) entry.store(&g_no_span, std::memory_order_relaxed);
+  for (unsigned i = 0; i < kSlicesPerChunk; ++i) c->index.span_at(i).store(&g_no_span, std::memory_order_relaxed);
   c->used.store(1 | slice_bits::run_mask(1, take_n) | guard_slices<C>(), std::memory_order_relaxed);
   if (huge_paged) count_untouched_as_dirty(c);
   guard_chunk<C>(c);

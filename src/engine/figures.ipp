@@ -51,7 +51,7 @@ __attribute__((no_sanitize("thread"))) void add_chunk(chunk* c, memory_figures& 
     // A slice claimed by a purge pass, or a run being formed: its
     // descriptor does not (yet) start here.
     if (peek(s.first_slice) != i || n == 0 || i + n > kSlicesPerChunk ||
-        c->index.span_at[i].load(std::memory_order_relaxed) != &s) {
+        c->index.span_at(i).load(std::memory_order_relaxed) != &s) {
       ++i;
       continue;
     }

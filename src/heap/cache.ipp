@@ -109,34 +109,18 @@ void thread_heaps<C>::cache_trim(heap_t* h, block_cache& c, std::uint32_t keep) 
   }
 }
 
-// The owner's free of b, a block of s that failed the fast path's block-
-// start test: every block of a span of a cached class does (its bound is
-// kept aside, span::set_carved), and goes to the cache here without the
-// span's list and count being touched, a line the fast path's push would
-// otherwise write and this path undo. Anything else is the program's error.
-template <class C>
-void thread_heaps<C>::free_to_cache(heap_t* h, span* s, block* b) {
-  unsigned i = kBlockCache.slot[s->cls];
-  if (i == block_cache_detail::kNone || !s->starts_carved_block_cached(b)) report_not_carved_block(s, b);
-  // A double free, immediate or delayed, finds the key the first free
-  // stored (free_key.h), as on the fast path, and is reported at once.
-  std::uint64_t key = free_key();
-  if (__builtin_expect(second_word(b) == key, 0)) return report_keyed(s, b);
-  cache_push(h, s, b, key, h->cache[i]);
-}
-
-// b, a block of s taken from the owner's inbox (sort_to_own_span), where it
-// failed the block-start test as free_to_cache's blocks do: to the cache as
-// they go, without the key test (every block in the inbox holds the key:
-// the freeing thread stored it). Until 2026-11-29 it went on its span's
-// list and local_free_slow took it back off for the cache (docs/
-// architecture.md, layer 5, "The remote free's instructions and the inbox
-// sort's cached blocks"). Also where a block that fails the uncached test
-// for any other reason is reported (a never-carved slot of either kind).
+// b, a block of s taken from the owner's inbox (sort_to_own_span), of a
+// class with a block cache: to the cache as they go, without the key test
+// (every block in the inbox holds the key: the freeing thread stored it).
+// Until 2026-11-29 it went on its span's list and local_free_slow took it
+// back off for the cache (docs/architecture.md, layer 5, "The remote
+// free's instructions and the inbox sort's cached blocks"). Also where a
+// block that fails the block-start test is reported (a never-carved slot of
+// either kind).
 template <class C>
 __attribute__((always_inline)) inline void thread_heaps<C>::sort_to_cache(heap_t* h, span* s, block* b) {
   unsigned i = kBlockCache.slot[s->cls];
-  if (i == block_cache_detail::kNone || !s->starts_carved_block_cached(b)) report_not_carved_block(s, b);
+  if (i == block_cache_detail::kNone || !s->starts_carved_block(b)) report_not_carved_block(s, b);
   block_cache& c = h->cache[i];
   // The block cached last, sent again by another thread: a double free that
   // the key missed (the program wrote over it), caught as on a span's list.
@@ -144,23 +128,22 @@ __attribute__((always_inline)) inline void thread_heaps<C>::sort_to_cache(heap_t
   cache_push(h, s, b, free_key(), c);
 }
 
-// b, a block of s, freed by its owner: on the cache's list with the key.
+// b, a block of s, from the owner's inbox: on the cache's list with the key,
+// as the owner's free pushes it (push_local_free).
 template <class C>
 __attribute__((always_inline)) inline void thread_heaps<C>::cache_push(heap_t* h, span* s, block* b, std::uint64_t key,
                                                                        block_cache& c) {
-  TENON_CHECK(s->owner.load(std::memory_order_relaxed) == h && s->used() != 0 && s->state != span_state::current);
+  TENON_CHECK(pushes_where_it_should(h, s));
   (void)s;
-  C::links::set_next(b, c.front.free, &c.front);
-  second_word(b) = key;
-  c.front.free = b;
-  if (--c.front.until_slow < -static_cast<std::int32_t>(c.limit)) cache_overflow(h, c);
+  push_local_free<C>(*this, h, &c.front, b, key);
 }
 
-// A cache past its bound: the bound again from the heaps attached now (the
-// budget's share, read only here), and back to half of it if still past.
+// A cache past its bound (the push found until_slow below 0): the bound
+// again from the heaps attached now (the budget's share, read only here),
+// and back to half of it if still past.
 template <class C>
 void thread_heaps<C>::cache_overflow(heap_t* h, block_cache& c) {
-  c.limit = block_cache_limit(c.front.cls, live_heaps_.load(std::memory_order_relaxed));
+  set_cache_limit(c, block_cache_limit(c.front.cls, live_heaps_.load(std::memory_order_relaxed)));
   if (cached_blocks(c) > c.limit) cache_trim(h, c, c.limit / 2);
 }
 

@@ -16,6 +16,16 @@ void thread_heaps<C>::partial_push(span* s, stats_t* st) {
   if (retries) count(st, chunks_->shared_stats(), stat_retry_partial_stack, retries);
 }
 
+// Makes h (or nobody: nullptr) s's owner, and where h's frees into s go
+// (span::push_to): the span, or h's cache of its class. Before the owner's
+// store, so that the thread that finds h there finds the push target too.
+template <class C>
+void thread_heaps<C>::set_owner(span* s, heap_t* h) {
+  unsigned i = kBlockCache.slot[s->cls];
+  s->set_push_target(h && i != block_cache_detail::kNone ? &h->cache[i].front : s);
+  s->owner.store(h, std::memory_order_release);  // see free_remote
+}
+
 // A fresh span of a class owned by `owner`, or by nobody (nullptr) when a
 // thread without a heap forms it (see alloc_heapless).
 template <class C>
@@ -35,13 +45,13 @@ span* thread_heaps<C>::form_small_span(heap_t* owner, unsigned cls, chunk** hint
   s->capacity = static_cast<std::uint32_t>((std::size_t{s->nslices} << kSliceShift) / s->block_size);
   s->block_mult = kClasses.block_mult[cls];
   s->capacity_limit = block_index::limit(s->block_mult, s->block_size, s->capacity);
-  s->set_carved(0, kBlockCache.slot[cls] != block_cache_detail::kNone);
+  s->set_carved(0);
   s->free = nullptr;
   s->low_mark = 1;
   s->set_used(0);
   s->next = s->prev = nullptr;
   s->remote.store(0, std::memory_order_relaxed);
-  s->owner.store(owner, std::memory_order_release);  // see free_remote
+  set_owner(s, owner);
   count(st, chunks_->shared_stats(), stat_spans_formed);
   return s;
 }
@@ -52,7 +62,7 @@ template <class C>
 void thread_heaps<C>::adopt(heap_t* h, span* s, unsigned cls) {
   TENON_INJECT_POINT("span.adopt");
   TENON_CHECK(s->owner.load(std::memory_order_relaxed) == nullptr && s->kind == span_kind::small && s->cls == cls);
-  s->owner.store(h, std::memory_order_release);  // see free_remote
+  set_owner(s, h);
   h->st.add(stat_spans_adopted);
   take_remote(s);
   s->set_low_mark(1);

@@ -98,7 +98,7 @@ void thread_heaps<C>::carve(span* s) {
     C::links::set_next(reinterpret_cast<block*>(p), nullptr, s);
     s->free = reinterpret_cast<block*>(first);
   }
-  s->set_carved(s->carved + n, kBlockCache.slot[s->cls] != block_cache_detail::kNone);
+  s->set_carved(s->carved + n);
 }
 
 // A chain from a span's remote list that runs on past the `count` blocks
@@ -344,7 +344,9 @@ void thread_heaps<C>::collect_parked(heap_t* h) {
 
 template <class C>
 void thread_heaps<C>::local_free_slow(heap_t* h, span* s) {
-  // A span of a cached class takes no push (free_to_cache, sort_to_cache).
+  // A cache's front past its bound: a span of a cached class takes no push
+  // (span::push_to names the cache).
+  if (is_cache_front(s)) return cache_overflow(h, h->cache[kBlockCache.slot[s->cls]]);
   TENON_CHECK(kBlockCache.slot[s->cls] == block_cache_detail::kNone);
   class_lists& l = h->lists[s->cls];
   if (s->state == span_state::full) {

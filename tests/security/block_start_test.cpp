@@ -59,9 +59,8 @@ TEST(BlockStartDeathTest, SlotNotCarvedYet) {
 }
 
 // The same in a class with a block cache (1 KiB: 64 blocks a span, carved a
-// page at a time), whose owner's frees skip the span's list and are
-// checked on the way to the cache against the bound the span keeps aside
-// (span::set_carved, thread_heaps::free_to_cache).
+// page at a time), whose owner's frees skip the span's list for the cache
+// (span::push_to) after the same test.
 TEST(BlockStartDeathTest, SlotNotCarvedYetInACachedClass) {
   EXPECT_EXIT(free_uncarved_slot(1024, 32768), testing::KilledBySignal(SIGABRT), kNeverAllocated);
 }

@@ -34,10 +34,12 @@ struct engine_front {
     return alloc_big(n, 0, false);
   }
 
+  // p's slice number serves both lookups (slice_index.h: one shift of p).
   __attribute__((always_inline)) static void dealloc(void* p) noexcept {
     std::uintptr_t tag = lookup::tag_of(p);
-    if (__builtin_expect(lookup::is_regular_tagged(p, tag), 1)) {
-      free_in_chunk(p, lookup::span_of_tagged(p, tag));
+    lookup::numbered n = lookup::slice_number(p);
+    if (__builtin_expect(lookup::is_regular_numbered(n, tag), 1)) {
+      free_in_chunk(p, lookup::span_of_entry(n.entry, tag));
       return;
     }
     free_irregular(p);

@@ -91,16 +91,31 @@ constexpr std::uint32_t block_cache_limit(unsigned cls, std::uint32_t live) {
   return share < kBlockCache.limit_max[cls] ? static_cast<std::uint32_t>(share) : kBlockCache.limit_max[cls];
 }
 
-// One class's cache: `front.free` is the list. Its length is kept as
-// `front`'s until_slow, negated (low_mark 0): the fast path's pop adds one
-// to it, as to any span's, and so keeps the count without knowing.
+// One class's cache: `front.free` is the list, on which the owner's free
+// pushes a block of the class as on a span's (span::push_to). `front` keeps
+// the count the way a span does, with the bound as its low mark: used() is
+// minus the blocks cached and low_mark minus `limit`, so that until_slow is
+// limit - cached, which the free's push decrements and sends to the slow
+// path (local_free_slow: cache_overflow) below zero, past the bound, and
+// the malloc fast path's pop increments, as on any span.
 // `limit`: its bound, block_cache_limit as of its last overflow.
 struct block_cache {
   span front;
   std::uint32_t limit = 0;
 };
 
-inline std::uint32_t cached_blocks(const block_cache& c) { return static_cast<std::uint32_t>(-c.front.until_slow); }
-inline void set_cached_blocks(block_cache& c, std::uint32_t n) { c.front.until_slow = -static_cast<std::int32_t>(n); }
+// A cache's front, which the malloc and free fast paths take for a span:
+// its capacity is no span's (thread_heap's constructor sets it).
+constexpr std::uint32_t kCacheFrontCapacity = ~std::uint32_t{0};
+inline bool is_cache_front(const span* s) { return s->capacity == kCacheFrontCapacity; }
+
+inline std::uint32_t cached_blocks(const block_cache& c) { return 0u - c.front.used(); }
+inline void set_cached_blocks(block_cache& c, std::uint32_t n) { c.front.set_used(0u - n); }
+constexpr void set_cache_limit(block_cache& c, std::uint32_t limit) {
+  std::uint32_t used = c.front.used();
+  c.limit = limit;
+  c.front.low_mark = 0u - limit;
+  c.front.set_used(used);
+}
 
 }  // namespace tenon

@@ -122,10 +122,10 @@ struct thread_heap {
       if (unsigned i = kBlockCache.slot[cls]; i != block_cache_detail::kNone) {
         cache[i].front.cls = static_cast<std::uint8_t>(cls);
         cache[i].front.block_size = kClasses.size[cls];
-        cache[i].front.capacity = ~std::uint32_t{0};  // its used count is no span's
+        cache[i].front.capacity = kCacheFrontCapacity;  // its used count is no span's
         cache[i].front.low_mark = 0;
         cache[i].front.until_slow = 0;
-        cache[i].limit = kBlockCache.limit[cls];
+        set_cache_limit(cache[i], kBlockCache.limit[cls]);
       }
   }
 };
@@ -186,17 +186,32 @@ __attribute__((always_inline)) inline void* heap_alloc(thread_heaps<C>& home, st
   return home.alloc_slow(h, static_cast<unsigned>(slow_cls));
 }
 
-// Pushes b, a block of a span this heap owns, on the span's local free
-// list, with the free key (free_key.h) in its second word.
+// Pushes b, a block of a span this heap owns, on t, where the span's frees
+// go (span::push_to: the span's local free list, or the heap's block cache
+// of its class), with the free key (free_key.h) in its second word. The
+// slow path is the span's (used < low_mark) or the cache's (past its bound).
 template <class C>
-__attribute__((always_inline)) inline void push_local_free(thread_heaps<C>& home, thread_heap<C>* h, span* s, block* b,
+__attribute__((always_inline)) inline void push_local_free(thread_heaps<C>& home, thread_heap<C>* h, span* t, block* b,
                                                            std::uint64_t key) {
   TENON_CHECK((reinterpret_cast<std::uintptr_t>(b) & 7) == 0);
-  TENON_CHECK(s->owner.load(std::memory_order_relaxed) == h && s->used() != 0 && s->used() != kCurrentBias);
-  C::links::set_next(b, s->free, s);
+  TENON_CHECK(is_cache_front(t) ||
+              (t->owner.load(std::memory_order_relaxed) == h && t->used() != 0 && t->used() != kCurrentBias));
+  C::links::set_next(b, t->free, t);
   second_word(b) = key;
-  s->free = b;
-  if (__builtin_expect(--s->until_slow < 0, 0)) home.local_free_slow(h, s);  // used < low_mark
+  t->free = b;
+  if (__builtin_expect(--t->until_slow < 0, 0)) home.local_free_slow(h, t);  // used < low_mark
+}
+
+// What a span must be for its owner's free of a block to be pushed: owned
+// by h, with a block out, and its pushes going to itself or, for a class
+// with a block cache, to h's cache of its class, the span never current
+// (TENON_DEBUG).
+template <class C>
+bool pushes_where_it_should(const thread_heap<C>* h, const span* s) {
+  if (s->owner.load(std::memory_order_relaxed) != h || s->used() == 0) return false;
+  unsigned i = kBlockCache.slot[s->cls];
+  if (i == block_cache_detail::kNone) return s->push_to == s;
+  return s->push_to == &h->cache[i].front && s->state != span_state::current;
 }
 
 // realloc of p, a block of small span s that heap h owns (the thread heaps'
@@ -232,37 +247,40 @@ void check_realloc_own(thread_heap<C>*, span* s, void* p) {
                 s->block_size);
 }
 
-// A block of a span this heap owns goes back on the span's local free list.
-// b is a multiple of 8 (the lookup that found s tested it: the chunk-table
-// tag, or the irregular path, which reports free(p + 1) as glibc's alignment
-// check does), and must start a block this heap carved: an aligned interior
-// pointer, or one into the span's uncarved rest, would put memory a live
-// block holds, or was never handed out, on the free list.
+// A block of a span this heap owns goes back on the span's local free list,
+// or, for a class with a block cache, on the heap's cache of its class
+// (span::push_to: one push for both, no branch on the class; a branch taken
+// at random in a program that mixes the two cost glibc-thread a mispredict
+// every few frees). b is a multiple of 8 (the lookup that found s tested
+// it: the chunk-table tag, or the irregular path, which reports free(p + 1)
+// as glibc's alignment check does), and must start a block this heap
+// carved: an aligned interior pointer, or one into the span's uncarved
+// rest, would put memory a live block holds, or was never handed out, on
+// the free list.
 template <class C>
 __attribute__((always_inline)) inline void free_to_own_span(thread_heaps<C>& home, thread_heap<C>* h, span* s, block* b) {
   // Before the invariant checks: a bad free is the program's error,
-  // reported as such. A span of a class with a block cache fails this test
-  // for every block (span::set_carved): its frees go to the cache, which
-  // makes the test again with the span's bound.
-  if (__builtin_expect(!s->starts_carved_block_uncached(b), 0)) return home.free_to_cache(h, s, b);
+  // reported as such.
+  if (__builtin_expect(!s->starts_carved_block(b), 0)) return report_not_carved_block(s, b);
   // A double free, immediate or delayed, finds the key that the first free
   // stored (free_key.h); it also covers the block that heads the list.
   std::uint64_t key = free_key();
   if (__builtin_expect(second_word(b) == key, 0)) return report_keyed(s, b);
-  push_local_free<C>(home, h, s, b, key);
+  TENON_CHECK(pushes_where_it_should(h, s));
+  push_local_free<C>(home, h, s->push_target(), b, key);
 }
 
 // A block of a span this heap owns, taken from its inbox: it holds the key
 // (the freeing thread stored it as the block joined its batch, remote.ipp),
 // which here says nothing, so only the block-start test is made (the inbox
 // may bring a never-carved slot that another thread let through, which
-// bounds it by the capacity only). As on the owner's free, a block of a
-// class with a block cache fails the test and goes to the cache
-// (thread_heaps::sort_to_cache), its span's list and count untouched.
+// bounds it by the capacity only). A block of a class with a block cache
+// goes to the cache (thread_heaps::sort_to_cache, which makes the test
+// there), its span's list and count untouched.
 template <class C>
 __attribute__((always_inline)) inline void sort_to_own_span(thread_heaps<C>& home, thread_heap<C>* h, span* s,
                                                             block* b) {
-  if (__builtin_expect(!s->starts_carved_block_uncached(b), 0)) return home.sort_to_cache(h, s, b);
+  if (__builtin_expect(s->push_target() != s || !s->starts_carved_block(b), 0)) return home.sort_to_cache(h, s, b);
   push_local_free<C>(home, h, s, b, free_key());
 }
 

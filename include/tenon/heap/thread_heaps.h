@@ -42,9 +42,8 @@ class thread_heaps {
   // Slow paths of the inline fast paths in heap.h.
   void* alloc_slow(heap_t* h, unsigned cls);
   void local_free_slow(heap_t* h, span* s);
-  // The owner's free of a block of a span of a cached class (block_cache.h),
-  // and the same block sorted from the owner's inbox.
-  void free_to_cache(heap_t* h, span* s, block* b);
+  // A block of a span of a cached class (block_cache.h) sorted from the
+  // owner's inbox (the owner's free pushes it through span::push_to).
   __attribute__((always_inline)) void sort_to_cache(heap_t* h, span* s, block* b);
 
   // A small block of span s, freed by a thread whose heap (h, possibly the
@@ -142,6 +141,7 @@ class thread_heaps {
   // refill.ipp: finding a span for a class.
   span* form_small_span(heap_t* owner, unsigned cls, chunk** hint, stats_t* st);
   void adopt(heap_t* h, span* s, unsigned cls);
+  void set_owner(span* s, heap_t* h);
   void absorb_partials(heap_t* h, unsigned cls, unsigned limit);
   span* adopt_partial(heap_t* h, unsigned cls);
   void absorb_before_growing(heap_t* h, unsigned cls);

@@ -63,9 +63,15 @@ struct alignas(64) span {
   char* start = nullptr;
   union {
     std::size_t large_usable = 0;  // large spans: usable bytes from the user pointer
-    // Small spans of a class with a block cache (heap/block_cache.h): what
-    // carved_limit holds for the others, which is 0 for these (set_carved).
-    std::uint64_t cached_carved_limit;
+    // Small spans: where the owner's free pushes a block (free_to_own_span):
+    // the span itself, or for a class with a block cache (heap/block_cache.h)
+    // the owner's cache of the class, whose list is the free list of a
+    // descriptor inside the heap. One push for both, so that the free fast
+    // path has no branch on the class (docs/architecture.md, layer 5, "The
+    // owner's free: one push for cached and uncached classes"). Written
+    // with the owner (thread_heaps::set_owner), read only by the owner's
+    // thread, after its owner test.
+    span* push_to;
   };
   std::uint32_t block_size = 0;
   std::uint32_t capacity = 0;
@@ -114,8 +120,8 @@ struct alignas(64) span {
   std::atomic<std::uint32_t> stack_next{0};  // link on a partial stack (span id)
 
   // The owner's view of the count (owner-only, like the fields).
-  std::uint32_t used() const { return static_cast<std::uint32_t>(until_slow) + low_mark; }
-  void set_used(std::uint32_t u) { until_slow = static_cast<std::int32_t>(u - low_mark); }
+  constexpr std::uint32_t used() const { return static_cast<std::uint32_t>(until_slow) + low_mark; }
+  constexpr void set_used(std::uint32_t u) { until_slow = static_cast<std::int32_t>(u - low_mark); }
   void add_used(std::uint32_t n) { until_slow += static_cast<std::int32_t>(n); }
   void remove_used(std::uint32_t n) { until_slow -= static_cast<std::int32_t>(n); }
   // A large span's count (its one block live, 1, or not, 0), which any
@@ -129,44 +135,29 @@ struct alignas(64) span {
     auto live = static_cast<std::int32_t>(1 - low_mark), gone = static_cast<std::int32_t>(0 - low_mark);
     return __atomic_compare_exchange_n(&until_slow, &live, gone, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
   }
-  // `cached`: the span's class has a block cache. Its bound then goes to
-  // cached_carved_limit and carved_limit stays 0, so that the owner's free
-  // fast path, whose block-start test then always fails, sends every free
-  // of such a span straight to the cache (thread_heaps::free_to_cache)
-  // without touching the span's list and count (docs/architecture.md,
-  // layer 5, "The block cache's frees off the span").
-  void set_carved(std::uint32_t n, bool cached) {
+  // The blocks carved so far, and the bound block_index::starts_block admits
+  // for them (written with relaxed stores: a per-CPU cache's free reads the
+  // bound from another thread).
+  void set_carved(std::uint32_t n) {
     carved = n;
-    std::uint64_t limit = block_index::limit(block_mult, block_size, n);
-    __atomic_store_n(&cached_carved_limit, cached ? limit : 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&carved_limit, cached ? 0 : limit, __ATOMIC_RELAXED);
+    __atomic_store_n(&carved_limit, block_index::limit(block_mult, block_size, n), __ATOMIC_RELAXED);
   }
-  // The owner's free fast path's test: whether p starts a block of this
-  // small span that its owner carved, for a span of a class without a block
-  // cache (false for every pointer into one with a cache).
-  __attribute__((always_inline)) bool starts_carved_block_uncached(const void* p) const {
+  // Whether p starts a block of this small span that its owner carved (the
+  // owner's free fast path and checks: an interior pointer, or one never
+  // handed out, is not).
+  __attribute__((always_inline)) bool starts_carved_block(const void* p) const {
     auto offset = static_cast<std::uint64_t>(static_cast<const char*>(p) - start);
     return block_index::starts_block(offset, block_mult, carved_limit);
   }
-  // The same against the bound a span of a cached class keeps aside (false
-  // for every pointer into one without a cache): the owner's free that the
-  // test above sent to the cache (thread_heaps::free_to_cache).
-  bool starts_carved_block_cached(const void* p) const {
-    auto offset = static_cast<std::uint64_t>(static_cast<const char*>(p) - start);
-    return block_index::starts_block(offset, block_mult, cached_carved_limit);
-  }
-  // Whether p starts a block of this small span that its owner carved (the
-  // owner's checks: an interior pointer, or one never handed out, is not).
-  bool starts_carved_block(const void* p) const {
-    return starts_carved_block_uncached(p) || starts_carved_block_cached(p);
-  }
-  // The same test by any thread (a per-CPU cache's free): the bounds read
-  // with relaxed loads, as the owner may be carving more blocks meanwhile.
+  // The same test by any thread (a per-CPU cache's free): the bound read
+  // with a relaxed load, as the owner may be carving more blocks meanwhile.
   __attribute__((always_inline)) bool starts_carved_block_any_thread(const void* p) const {
     auto offset = static_cast<std::uint64_t>(static_cast<const char*>(p) - start);
-    return block_index::starts_block(offset, block_mult, __atomic_load_n(&carved_limit, __ATOMIC_RELAXED)) ||
-           block_index::starts_block(offset, block_mult, __atomic_load_n(&cached_carved_limit, __ATOMIC_RELAXED));
+    return block_index::starts_block(offset, block_mult, __atomic_load_n(&carved_limit, __ATOMIC_RELAXED));
   }
+  // Where the owner's free pushes (push_to above).
+  __attribute__((always_inline)) span* push_target() const { return __atomic_load_n(&push_to, __ATOMIC_RELAXED); }
+  void set_push_target(span* t) { __atomic_store_n(&push_to, t, __ATOMIC_RELAXED); }
   // The same for any thread, which does not read the owner's carved count
   // (the thread heaps' remote free): any of the span's blocks, carved or not.
   bool starts_block(const void* p) const {
