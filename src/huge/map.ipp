@@ -114,7 +114,8 @@ void* huge_maps<C>::alloc(std::size_t n, std::size_t align, bool* zeroed) {
   huge_detail::guard_head<C>(h, false);
   huge_detail::publish(h);
   // Huge-page advice first, so that a pre-fault gets huge pages too.
-  if (options().thp != huge_pages::off) platform::advise_huge(h, h->map_size);
+  if (options().thp == huge_pages::blocks || options().thp == huge_pages::chunks)
+    platform::advise_huge(h, h->map_size);
   prefault_fresh<platform>(user, usable, n);
   count(stat_huge_allocs);
   count(stat_huge_bytes_mapped, h->map_size);

@@ -66,6 +66,16 @@ constexpr unsigned kMaxDirtyPerChunk = 8;
 // from 23.7 to 32.6 MiB (see architecture.md, known limits).
 constexpr std::uint32_t kDirtyGraceMs = 4;
 
+// TENON_HUGE_PAGES=3 advises a new chunk MADV_HUGEPAGE only when the
+// arena's newest this-many chunks are all at least 7/8 used: a program that
+// already filled 16 MiB of chunks and asks for more is likely to fill the
+// next one too, so its pages come in 2 MiB at a time; a program smaller
+// than that keeps 64 KiB granularity (the first half of an advised chunk is
+// resident whole at its header's first write). See architecture.md,
+// "Pre-faulting and huge pages".
+constexpr unsigned kHugeChunksAfter = 4;
+constexpr unsigned kHugeChunkMinUsed = kSlicesPerChunk - kSlicesPerChunk / 8;
+
 // Slices over the cap are marked by the release that finds them and purged
 // by the purge pass, which runs as soon as this many are marked in all
 // chunks together (or when due): at most 256 KiB wait for their purge, and
