@@ -221,6 +221,36 @@ TEST(FreshMemory, GrownArenaOfUnwrittenBlocksGetsNoHugePages) {
   for (void* p : blocks) tenon_free(p);
 }
 
+// TENON_HUGE_PAGES=3 on huge blocks: a fresh one is advised while the last
+// unadvised one (a probe) was written (nearly) whole at its free, and so is
+// a cached one grown in place for a bigger request; the first block, and
+// the one after a probe written at one page, are not.
+TEST(FreshMemory, HugeBlocksAdvisedAfterADenseOne) {
+  if (!thp_advice_visible()) GTEST_SKIP() << "THP is not in madvise mode here";
+  auto fresh = [](std::size_t size, std::size_t written) {
+    tenon_malloc_trim(0);  // no cached block to reuse: the next one is mapped fresh
+    auto* p = static_cast<unsigned char*>(tenon_malloc(size));
+    if (p) std::memset(p, 1, written);
+    return p;
+  };
+  unsigned char* first = fresh(8 * MiB, 4096);  // a probe, written at one page
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(vm_flags_of(first).find(" hg"), std::string::npos) << vm_flags_of(first);
+  tenon_free(first);
+  unsigned char* second = fresh(8 * MiB, 8 * MiB);  // after a sparse probe: a probe again, written whole
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(vm_flags_of(second).find(" hg"), std::string::npos) << vm_flags_of(second);
+  tenon_free(second);
+  unsigned char* third = fresh(8 * MiB, 0);  // after a dense probe: advised
+  ASSERT_NE(third, nullptr);
+  EXPECT_NE(vm_flags_of(third).find(" hg"), std::string::npos) << vm_flags_of(third);
+  tenon_free(third);  // cached, and grown in place for the next request
+  auto* grown = static_cast<unsigned char*>(tenon_malloc(12 * MiB));
+  ASSERT_NE(grown, nullptr);
+  EXPECT_NE(vm_flags_of(grown + 11 * MiB).find(" hg"), std::string::npos) << vm_flags_of(grown + 11 * MiB);
+  tenon_free(grown);
+}
+
 // Both options together: huge blocks come advised and pre-faulted, and a
 // realloc that grows one keeps its bytes.
 TEST(FreshMemory, PopulateWithHugePages) {

@@ -75,6 +75,9 @@ constexpr std::uint32_t kDirtyGraceMs = 4;
 // "Pre-faulting and huge pages".
 constexpr unsigned kHugeChunksAfter = 4;
 constexpr unsigned kHugeChunkMinUsed = kSlicesPerChunk - kSlicesPerChunk / 8;
+// ...and advises a fresh huge block while the last unadvised one was
+// written densely, leaving one in this many unadvised to learn from.
+constexpr unsigned kHugeProbeEvery = 8;
 
 // Slices over the cap are marked by the release that finds them and purged
 // by the purge pass, which runs as soon as this many are marked in all
