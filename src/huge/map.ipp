@@ -43,11 +43,18 @@ bool huge_maps<C>::resize_mapping(huge_header* h, std::size_t map_size) {
   else count(stat_huge_bytes_mapped, map_size - h->map_size);
   h->map_size = map_size;
   if (!shrink) huge_detail::publish(h);
-  // A grown mapping's new pages come as a fresh block's would (op-size grows
-  // its cached blocks to each next size: most of its faults were there).
-  if (!shrink && options().thp == huge_pages::grown && dense_.load(std::memory_order_relaxed))
-    C::platform::advise_huge(h, map_size);
+  if (!shrink && options().thp == huge_pages::grown) advise_grown(h);
   return true;
+}
+
+// TENON_HUGE_PAGES=3: a grown mapping's new pages come as a fresh block's
+// would (op-size grows its cached blocks to each next size: most of its
+// faults were there); past kHugeAdviseMax the advice a smaller block had is
+// taken back, or the growth (mremap) would keep it for all its new pages.
+template <class C>
+void huge_maps<C>::advise_grown(huge_header* h) {
+  if (h->capacity() > kHugeAdviseMax) C::platform::unadvise_huge(h, h->map_size);
+  else if (dense_.load(std::memory_order_relaxed)) C::platform::advise_huge(h, h->map_size);
 }
 
 template <class C>
@@ -122,7 +129,7 @@ void* huge_maps<C>::alloc(std::size_t n, std::size_t align, bool* zeroed) {
   huge_pages mode = options().thp;
   if (mode == huge_pages::blocks || mode == huge_pages::chunks) {
     platform::advise_huge(h, h->map_size);
-  } else if (mode == huge_pages::grown) {
+  } else if (mode == huge_pages::grown && usable <= kHugeAdviseMax) {
     if (advise_fresh()) platform::advise_huge(h, h->map_size);
     else h->probe = true;
   }
@@ -261,6 +268,7 @@ void* huge_maps<C>::reshape(huge_header* h, std::size_t n) {
     h->user = static_cast<char*>(dest) + head;
     h->map_size = map_size;
     huge_detail::publish(h);
+    if (options().thp == huge_pages::grown) advise_grown(h);  // the move kept the old advice
   }
   huge_detail::guard_range<C>(h, usable, usable + guard, false);  // the growth opened it
   huge_detail::guard_head<C>(h, false);

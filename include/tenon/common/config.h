@@ -78,6 +78,10 @@ constexpr unsigned kHugeChunkMinUsed = kSlicesPerChunk - kSlicesPerChunk / 8;
 // ...and advises a fresh huge block while the last unadvised one was
 // written densely, leaving one in this many unadvised to learn from.
 constexpr unsigned kHugeProbeEvery = 8;
+// ...only up to this size: a fresh huge page costs here far more than its
+// 2 MiB of zeroing (size-sweep's malloc and touch of 128 MiB-1 GiB took
+// 2.8-10x as long advised, the 2-64 MiB cells 0.4-1.0x).
+constexpr std::size_t kHugeAdviseMax = std::size_t{64} << 20;
 
 // Slices over the cap are marked by the release that finds them and purged
 // by the purge pass, which runs as soon as this many are marked in all

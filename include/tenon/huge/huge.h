@@ -95,6 +95,7 @@ class huge_maps {
   void unmap(huge_header* h);
   bool resize_mapping(huge_header* h, std::size_t map_size);
   bool advise_fresh();
+  void advise_grown(huge_header* h);
   void learn_density(huge_header* h, std::size_t usable);
   // cache.ipp
   bool cache_put(huge_header* h, std::size_t open);
