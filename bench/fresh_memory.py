@@ -50,7 +50,8 @@ SETTINGS = {
     "H=1": {"TENON_HUGE_PAGES": "1"},
     "H=2": {"TENON_HUGE_PAGES": "2"},
     "P=1,H=1": {"TENON_POPULATE": "1", "TENON_HUGE_PAGES": "1"},
-    "H=3": {"TENON_HUGE_PAGES": "3"},
+    "H=0": {"TENON_HUGE_PAGES": "0"},
+    "H=4": {"TENON_HUGE_PAGES": "4"},
 }
 CELL = re.compile(r"ns_per_call=([0-9.]+) peak_rss_kib=([0-9]+)")
 

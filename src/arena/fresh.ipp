@@ -31,7 +31,7 @@ bool arena<C>::advise_chunk(chunk* c) {
   return true;
 }
 
-// TENON_HUGE_PAGES=3: whether the chunk being made is likely to be filled,
+// TENON_HUGE_PAGES=4: whether the chunk being made is likely to be filled,
 // read from the arena's newest chunks (kHugeChunksAfter, config.h). Called
 // when no chunk had a free run for the request, so for a small span they
 // are full of spans; a large run may find none in chunks that are mostly
@@ -58,14 +58,14 @@ bool arena<C>::full_for_huge_pages() {
   return true;
 }
 
-// Before a purge drops pages of an advised chunk: khugepaged collapses any
-// 2 MiB of an advised range with a page resident into a huge page, filling
-// the rest with zeros (max_ptes_none is 511 by default), so purged slices
-// would come back resident behind the purge's back. The advice is taken
-// back at the chunk's first purge, once (the exchange), and the chunk goes
-// on as one never advised; the huge pages it has stay until split.
+// Before a purge drops pages of c, an advised chunk loses its advice:
+// khugepaged collapses any 2 MiB of an advised range with a page resident
+// into a huge page, filling the rest with zeros (max_ptes_none is 511 by
+// default), so purged slices would come back resident behind the purge's
+// back. Taken back once (the exchange); the chunk then goes on as one never
+// advised, its huge pages kept until a purge splits them.
 template <class C>
-void arena<C>::end_huge_advice(chunk* c) {
+void arena<C>::before_purge(chunk* c) {
   if (!c->huge_advised.load(std::memory_order_relaxed)) return;
   if (c->huge_advised.exchange(false, std::memory_order_relaxed)) C::platform::unadvise_huge(c, kChunkSize);
 }

@@ -43,11 +43,11 @@ bool huge_maps<C>::resize_mapping(huge_header* h, std::size_t map_size) {
   else count(stat_huge_bytes_mapped, map_size - h->map_size);
   h->map_size = map_size;
   if (!shrink) huge_detail::publish(h);
-  if (!shrink && options().thp == huge_pages::grown) advise_grown(h);
+  if (!shrink && learns_density(options().thp)) advise_grown(h);
   return true;
 }
 
-// TENON_HUGE_PAGES=3: a grown mapping's new pages come as a fresh block's
+// TENON_HUGE_PAGES=3 and 4: a grown mapping's new pages come as a fresh block's
 // would (op-size grows its cached blocks to each next size: most of its
 // faults were there); past kHugeAdviseMax the advice a smaller block had is
 // taken back, or the growth (mremap) would keep it for all its new pages.
@@ -129,7 +129,7 @@ void* huge_maps<C>::alloc(std::size_t n, std::size_t align, bool* zeroed) {
   huge_pages mode = options().thp;
   if (mode == huge_pages::blocks || mode == huge_pages::chunks) {
     platform::advise_huge(h, h->map_size);
-  } else if (mode == huge_pages::grown && usable <= kHugeAdviseMax) {
+  } else if (learns_density(mode) && usable <= kHugeAdviseMax) {
     if (advise_fresh()) platform::advise_huge(h, h->map_size);
     else h->probe = true;
   }
@@ -141,7 +141,7 @@ void* huge_maps<C>::alloc(std::size_t n, std::size_t align, bool* zeroed) {
   return user;
 }
 
-// TENON_HUGE_PAGES=3 for a fresh mapping: advised while the last probe was
+// TENON_HUGE_PAGES=3 and 4 for a fresh mapping: advised while the last probe was
 // written densely, except one in kHugeProbeEvery, left unadvised as the next
 // probe (an advised block is resident whole once touched, so only a probe
 // tells what the program writes). malloc-large writes a few pages of its
@@ -268,7 +268,7 @@ void* huge_maps<C>::reshape(huge_header* h, std::size_t n) {
     h->user = static_cast<char*>(dest) + head;
     h->map_size = map_size;
     huge_detail::publish(h);
-    if (options().thp == huge_pages::grown) advise_grown(h);  // the move kept the old advice
+    if (learns_density(options().thp)) advise_grown(h);  // the move kept the old advice
   }
   huge_detail::guard_range<C>(h, usable, usable + guard, false);  // the growth opened it
   huge_detail::guard_head<C>(h, false);

@@ -185,7 +185,7 @@ std::vector<void*> fill(std::size_t n, std::size_t size, bool write) {
   return blocks;
 }
 
-// TENON_HUGE_PAGES=3, the background purger off: an arena that fills its
+// TENON_HUGE_PAGES=4, the background purger off: an arena that fills its
 // chunks densely (48 MiB of 1000-byte blocks, all written) gets its later
 // chunks advised (VmFlags "hg": 2 MiB at a fault) but not its first few;
 // after the blocks are freed and trimmed the advice is taken back ("nh":
@@ -208,7 +208,7 @@ TEST(FreshMemory, GrownDenseArenaGetsHugePagesAndGivesThemBack) {
   EXPECT_LT(after, start + 16 * MiB) << "start " << start << " peak " << peak << " after trim " << after;
 }
 
-// TENON_HUGE_PAGES=3: the same arena of spans taken but never written
+// TENON_HUGE_PAGES=4: the same arena of spans taken but never written
 // (48 MiB of 16 KiB blocks; glibc-thread's program writes none of its
 // blocks) gets no advice: huge pages would make all of it resident.
 TEST(FreshMemory, GrownArenaOfUnwrittenBlocksGetsNoHugePages) {
@@ -221,7 +221,7 @@ TEST(FreshMemory, GrownArenaOfUnwrittenBlocksGetsNoHugePages) {
   for (void* p : blocks) tenon_free(p);
 }
 
-// TENON_HUGE_PAGES=3 on huge blocks: a fresh one is advised while the last
+// TENON_HUGE_PAGES=3 (the default) on huge blocks: a fresh one is advised while the last
 // unadvised one (a probe) was written (nearly) whole at its free, and so is
 // a cached one grown in place for a bigger request; the first block, and
 // the one after a probe written at one page, are not.

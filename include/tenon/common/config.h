@@ -66,7 +66,7 @@ constexpr unsigned kMaxDirtyPerChunk = 8;
 // from 23.7 to 32.6 MiB (see architecture.md, known limits).
 constexpr std::uint32_t kDirtyGraceMs = 4;
 
-// TENON_HUGE_PAGES=3 advises a new chunk MADV_HUGEPAGE only when the
+// TENON_HUGE_PAGES=4 advises a new chunk MADV_HUGEPAGE only when the
 // arena's newest this-many chunks are all at least 7/8 used: a program that
 // already filled 16 MiB of chunks and asks for more is likely to fill the
 // next one too, so its pages come in 2 MiB at a time; a program smaller

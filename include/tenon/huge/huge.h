@@ -18,7 +18,7 @@ struct huge_header {
   std::size_t usable;    // bytes usable from `user` on (what was asked, page-rounded)
   char* user;            // the pointer handed out
   bool far;              // header one unit below the user pointer's unit
-  // TENON_HUGE_PAGES=3: a fresh mapping not advised, whose pages its first
+  // TENON_HUGE_PAGES=3 and 4: a fresh mapping not advised, whose pages its first
   // user writes are counted at its free (huge_maps::learn_density)
   bool probe;
   // nullptr, or the first-class heap's record of this block (a large_owner,
@@ -111,7 +111,7 @@ class huge_maps {
   std::atomic<std::size_t> cache_bytes_{0};
   // The bytes of the one cached block over kHugeCacheMaxBlock, 0 if none.
   std::atomic<std::size_t> big_bytes_{0};
-  // TENON_HUGE_PAGES=3: whether the last probe's first user wrote (nearly)
+  // TENON_HUGE_PAGES=3 and 4: whether the last probe's first user wrote (nearly)
   // all of it, and how many fresh mappings were made while it was so.
   std::atomic<bool> dense_{false};
   std::atomic<std::uint32_t> fresh_dense_{0};
