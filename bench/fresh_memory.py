@@ -36,6 +36,12 @@ ROWS = {  # the suite's full-scale arguments (bench/tenonbench/workloads.py)
     "mstress/16": ["mstress", "16", "2000000", "20", "20000"],
     "larson/2": ["larson", "2", "10000000", "8", "1000", "8", "512"],
     "st-mixed": ["st_mixed", "3000000"],
+    "remote-free/1": ["remote_free", "1", "60000"],
+    "remote-free/2": ["remote_free", "2", "60000"],
+    "op-size": ["op_size", "65536", "8", "3"],
+    "latency": ["latency", "2", "8000000", "4096"],
+    "threadtest/2": ["threadtest", "2", "15000", "1000", "64"],
+    "producer-consumer": ["producer_consumer", "4", "10000", "4096", "64", "100"],
 }
 SETTINGS = {
     "default": {},
@@ -44,6 +50,8 @@ SETTINGS = {
     "H=1": {"TENON_HUGE_PAGES": "1"},
     "H=2": {"TENON_HUGE_PAGES": "2"},
     "P=1,H=1": {"TENON_POPULATE": "1", "TENON_HUGE_PAGES": "1"},
+    "H=0": {"TENON_HUGE_PAGES": "0"},
+    "H=4": {"TENON_HUGE_PAGES": "4"},
 }
 CELL = re.compile(r"ns_per_call=([0-9.]+) peak_rss_kib=([0-9]+)")
 

@@ -31,6 +31,7 @@ unsigned arena<C>::purge_run(chunk* c, unsigned first, unsigned n, stats_t* st) 
   TENON_INJECT_POINT("chunk.purge");
   unsigned done = 0;
   std::uint64_t dirty = c->dirty.load(std::memory_order_relaxed) & mask;
+  if (dirty) before_purge(c);
   if (dirty && C::platform::purge(reinterpret_cast<char*>(c) + (std::size_t{first} << kSliceShift),
                                   std::size_t{n} << kSliceShift)) {
     c->dirty.fetch_and(~dirty, std::memory_order_relaxed);

@@ -172,6 +172,7 @@ void huge_maps<C>::split_tail(huge_header* h, std::size_t usable) {
   t->usable = 0;  // freed: nothing of it open where cached blocks are closed (above)
   t->user = static_cast<char*>(dest) + head;
   t->far = false;
+  t->probe = false;
   t->owner = nullptr;
   huge_detail::publish(t);
   TENON_INJECT_POINT("huge.cache.split");

@@ -43,7 +43,18 @@ bool huge_maps<C>::resize_mapping(huge_header* h, std::size_t map_size) {
   else count(stat_huge_bytes_mapped, map_size - h->map_size);
   h->map_size = map_size;
   if (!shrink) huge_detail::publish(h);
+  if (!shrink && learns_density(options().thp)) advise_grown(h);
   return true;
+}
+
+// TENON_HUGE_PAGES=3 and 4: a grown mapping's new pages come as a fresh block's
+// would (op-size grows its cached blocks to each next size: most of its
+// faults were there); past kHugeAdviseMax the advice a smaller block had is
+// taken back, or the growth (mremap) would keep it for all its new pages.
+template <class C>
+void huge_maps<C>::advise_grown(huge_header* h) {
+  if (h->capacity() > kHugeAdviseMax) C::platform::unadvise_huge(h, h->map_size);
+  else if (dense_.load(std::memory_order_relaxed)) C::platform::advise_huge(h, h->map_size);
 }
 
 template <class C>
@@ -104,6 +115,7 @@ void* huge_maps<C>::alloc(std::size_t n, std::size_t align, bool* zeroed) {
   h->usable = usable;
   h->user = user;
   h->far = far;
+  h->probe = false;
   h->owner = nullptr;
   if (!lookup::prepare(huge_detail::marked_unit(h))) {  // no unit map leaf: nobody has seen the block yet
     platform::release(h, h->map_size);
@@ -114,13 +126,41 @@ void* huge_maps<C>::alloc(std::size_t n, std::size_t align, bool* zeroed) {
   huge_detail::guard_head<C>(h, false);
   huge_detail::publish(h);
   // Huge-page advice first, so that a pre-fault gets huge pages too.
-  if (options().thp != huge_pages::off) platform::advise_huge(h, h->map_size);
+  huge_pages mode = options().thp;
+  if (mode == huge_pages::blocks || mode == huge_pages::chunks) {
+    platform::advise_huge(h, h->map_size);
+  } else if (learns_density(mode) && usable <= kHugeAdviseMax) {
+    if (advise_fresh()) platform::advise_huge(h, h->map_size);
+    else h->probe = true;
+  }
   prefault_fresh<platform>(user, usable, n);
   count(stat_huge_allocs);
   count(stat_huge_bytes_mapped, h->map_size);
   note_given(usable);
   *zeroed = true;
   return user;
+}
+
+// TENON_HUGE_PAGES=3 and 4 for a fresh mapping: advised while the last probe was
+// written densely, except one in kHugeProbeEvery, left unadvised as the next
+// probe (an advised block is resident whole once touched, so only a probe
+// tells what the program writes). malloc-large writes a few pages of its
+// 2-35 MiB blocks (advised all, its peak RSS went 11 -> 115 MiB), op-size
+// every page of its 4-64 MiB ones.
+template <class C>
+bool huge_maps<C>::advise_fresh() {
+  if (!dense_.load(std::memory_order_relaxed)) return false;
+  return fresh_dense_.fetch_add(1, std::memory_order_relaxed) % kHugeProbeEvery != kHugeProbeEvery - 1;
+}
+
+// At a probe's first free: did its user write at least 7/8 of it? One
+// mincore pass over the block (a call per 4 MiB), once per probe; the
+// probe's mapping then goes on as any other.
+template <class C>
+void huge_maps<C>::learn_density(huge_header* h, std::size_t usable) {
+  h->probe = false;
+  std::size_t resident = C::platform::resident_bytes(h->user, usable);
+  dense_.store(resident >= usable - usable / 8, std::memory_order_relaxed);
 }
 
 template <class C>
@@ -133,6 +173,7 @@ bool huge_maps<C>::free(huge_header* h) {
 
 template <class C>
 void huge_maps<C>::free_claimed(huge_header* h, std::size_t usable) {
+  if (h->probe) learn_density(h, usable);
   count(stat_huge_frees);
   note_taken(usable);
   give_back(h, huge_detail::open_bytes<C>(usable));
@@ -235,6 +276,7 @@ void* huge_maps<C>::reshape(huge_header* h, std::size_t n, std::size_t open) {
     h->user = static_cast<char*>(dest) + head;
     h->map_size = map_size;
     huge_detail::publish(h);
+    if (learns_density(options().thp)) advise_grown(h);  // the move kept the old advice
   }
   huge_detail::guard_range<C>(h, usable, usable + guard, false);  // the growth opened it
   huge_detail::guard_head<C>(h, false);

@@ -111,7 +111,7 @@ struct parser {
                                                           0, std::uint32_t(purge_thread::at_load), "a purger mode"));
     o.populate = number("TENON_POPULATE", o.populate, 0, kMaxPopulate, "a block size in bytes");
     o.thp = static_cast<huge_pages>(
-        number("TENON_HUGE_PAGES", std::uint32_t(o.thp), 0, std::uint32_t(huge_pages::chunks), "a huge-page mode"));
+        number("TENON_HUGE_PAGES", std::uint32_t(o.thp), 0, std::uint32_t(huge_pages::grown), "a huge-page mode"));
     o.stats = flag("TENON_STATS", o.stats);
     o.verbose = flag("TENON_VERBOSE", o.verbose);
     o.latency = flag("TENON_LATENCY", o.latency);

@@ -341,11 +341,25 @@ std::size_t resident_bytes(void* p, std::size_t size) {
   return resident * page;
 }
 
+namespace {
+void advise(void* p, std::size_t size, int advice) {
+  int saved = errno;
+  madvise(p, size, advice);
+  errno = saved;
+}
+}  // namespace
+
 void advise_huge(void* p, std::size_t size) {
 #ifdef MADV_HUGEPAGE
-  int saved = errno;
-  madvise(p, size, MADV_HUGEPAGE);
-  errno = saved;
+  advise(p, size, MADV_HUGEPAGE);
+#else
+  (void)p; (void)size;
+#endif
+}
+
+void unadvise_huge(void* p, std::size_t size) {
+#ifdef MADV_NOHUGEPAGE
+  advise(p, size, MADV_NOHUGEPAGE);
 #else
   (void)p; (void)size;
 #endif

@@ -34,7 +34,7 @@ case $case_name in
     expect_only
     # every value of the fresh-memory options, which the probe's huge blocks use
     for v in 0 1 65536 4294967295; do run "TENON_POPULATE=$v"; expect_only; done
-    for v in 0 1 2; do run "TENON_HUGE_PAGES=$v" TENON_POPULATE=1; expect_only; done ;;
+    for v in 0 1 2 3 4; do run "TENON_HUGE_PAGES=$v" TENON_POPULATE=1; expect_only; done ;;
   bad_number)
     for v in abc -1 12ms 86400001 99999999999999999999 " 5"; do
       run "TENON_PURGE_DELAY_MS=$v"
@@ -49,9 +49,9 @@ case $case_name in
   bad_mode)
     run TENON_BACKGROUND_PURGE=3
     expect_only "tenon: TENON_BACKGROUND_PURGE=3 is not a purger mode from 0 to 2; using 1"
-    for v in 3 on yes; do
+    for v in 5 on yes; do
       run "TENON_HUGE_PAGES=$v"
-      expect_only "tenon: TENON_HUGE_PAGES=$v is not a huge-page mode from 0 to 2; using 0"
+      expect_only "tenon: TENON_HUGE_PAGES=$v is not a huge-page mode from 0 to 4; using 3"
     done ;;
   bad_flag)
     run TENON_STATS=maybe
@@ -88,7 +88,8 @@ case $case_name in
     expect_line "tenon: TENON_BACKGROUND_PURGE=x is not a purger mode from 0 to 2; using 1"
     expect_line "tenon:   TENON_BACKGROUND_PURGE=1 (default)"
     expect_line "tenon: TENON_POPULATE=big is not a block size in bytes from 0 to 4294967295; using 0"
-    expect_line "tenon:   TENON_POPULATE=0 (default)" ;;
+    expect_line "tenon:   TENON_POPULATE=0 (default)"
+    expect_line "tenon:   TENON_HUGE_PAGES=3 (default)" ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac
 echo "ok ($case_name)"

@@ -171,6 +171,86 @@ TEST(FreshMemory, HugePagesStillGiveMemoryBack) {
   EXPECT_LT(after, start + 16 * MiB) << "start " << start << " peak " << peak << " after trim " << after;
 }
 
+bool thp_advice_visible() { return rss_is_meaningful() && thp_mode() == "madvise"; }
+
+// n blocks of `size` bytes from tenon_malloc, each written whole or not at all.
+std::vector<void*> fill(std::size_t n, std::size_t size, bool write) {
+  std::vector<void*> blocks;
+  for (std::size_t i = 0; i < n; ++i) {
+    void* p = tenon_malloc(size);
+    if (!p) break;
+    if (write) std::memset(p, static_cast<int>(i), size);
+    blocks.push_back(p);
+  }
+  return blocks;
+}
+
+// TENON_HUGE_PAGES=4, the background purger off: an arena that fills its
+// chunks densely (48 MiB of 1000-byte blocks, all written) gets its later
+// chunks advised (VmFlags "hg": 2 MiB at a fault) but not its first few;
+// after the blocks are freed and trimmed the advice is taken back ("nh":
+// khugepaged must not fill purged slices in again) and the memory is given
+// back as without it.
+TEST(FreshMemory, GrownDenseArenaGetsHugePagesAndGivesThemBack) {
+  if (!thp_advice_visible()) GTEST_SKIP() << "THP is not in madvise mode here";
+  const std::size_t start = resident_bytes();
+  std::vector<void*> blocks = fill(48 * MiB / 1000, 1000, true);
+  ASSERT_EQ(blocks.size(), 48 * MiB / 1000);
+  EXPECT_EQ(vm_flags_of(blocks.front()).find(" hg"), std::string::npos) << vm_flags_of(blocks.front());
+  EXPECT_NE(vm_flags_of(blocks.back()).find(" hg"), std::string::npos) << vm_flags_of(blocks.back());
+  const std::size_t peak = resident_bytes();
+  void* last = blocks.back();
+  for (void* p : blocks) tenon_free(p);
+  tenon_malloc_trim(0);
+  EXPECT_NE(vm_flags_of(last).find(" nh"), std::string::npos) << vm_flags_of(last);
+  const std::size_t after = resident_bytes();
+  EXPECT_GE(peak, start + 40 * MiB);
+  EXPECT_LT(after, start + 16 * MiB) << "start " << start << " peak " << peak << " after trim " << after;
+}
+
+// TENON_HUGE_PAGES=4: the same arena of spans taken but never written
+// (48 MiB of 16 KiB blocks; glibc-thread's program writes none of its
+// blocks) gets no advice: huge pages would make all of it resident.
+TEST(FreshMemory, GrownArenaOfUnwrittenBlocksGetsNoHugePages) {
+  if (!thp_advice_visible()) GTEST_SKIP() << "THP is not in madvise mode here";
+  const std::size_t start = resident_bytes();
+  std::vector<void*> blocks = fill(48 * MiB / (16 << 10), 16 << 10, false);
+  ASSERT_EQ(blocks.size(), 48 * MiB / (16 << 10));
+  EXPECT_EQ(vm_flags_of(blocks.back()).find(" hg"), std::string::npos) << vm_flags_of(blocks.back());
+  EXPECT_LT(resident_bytes(), start + 24 * MiB);
+  for (void* p : blocks) tenon_free(p);
+}
+
+// TENON_HUGE_PAGES=3 (the default) on huge blocks: a fresh one is advised while the last
+// unadvised one (a probe) was written (nearly) whole at its free, and so is
+// a cached one grown in place for a bigger request; the first block, and
+// the one after a probe written at one page, are not.
+TEST(FreshMemory, HugeBlocksAdvisedAfterADenseOne) {
+  if (!thp_advice_visible()) GTEST_SKIP() << "THP is not in madvise mode here";
+  auto fresh = [](std::size_t size, std::size_t written) {
+    tenon_malloc_trim(0);  // no cached block to reuse: the next one is mapped fresh
+    auto* p = static_cast<unsigned char*>(tenon_malloc(size));
+    if (p) std::memset(p, 1, written);
+    return p;
+  };
+  unsigned char* first = fresh(8 * MiB, 4096);  // a probe, written at one page
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(vm_flags_of(first).find(" hg"), std::string::npos) << vm_flags_of(first);
+  tenon_free(first);
+  unsigned char* second = fresh(8 * MiB, 8 * MiB);  // after a sparse probe: a probe again, written whole
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(vm_flags_of(second).find(" hg"), std::string::npos) << vm_flags_of(second);
+  tenon_free(second);
+  unsigned char* third = fresh(8 * MiB, 0);  // after a dense probe: advised
+  ASSERT_NE(third, nullptr);
+  EXPECT_NE(vm_flags_of(third).find(" hg"), std::string::npos) << vm_flags_of(third);
+  tenon_free(third);  // cached, and grown in place for the next request
+  auto* grown = static_cast<unsigned char*>(tenon_malloc(12 * MiB));
+  ASSERT_NE(grown, nullptr);
+  EXPECT_NE(vm_flags_of(grown + 11 * MiB).find(" hg"), std::string::npos) << vm_flags_of(grown + 11 * MiB);
+  tenon_free(grown);
+}
+
 // Both options together: huge blocks come advised and pre-faulted, and a
 // realloc that grows one keeps its bytes.
 TEST(FreshMemory, PopulateWithHugePages) {

@@ -119,7 +119,9 @@ class arena {
   span* find_run(unsigned nslices, chunk** hint, stats_t* st);
   span* try_take(chunk* c, unsigned n, bool warm_only, stats_t* st);
   chunk* new_chunk(unsigned take_n, stats_t* st);
-  bool advise_chunk(chunk* c);  // TENON_HUGE_PAGES=2: true if advised
+  bool advise_chunk(chunk* c);  // TENON_HUGE_PAGES=2 or 4: true if advised
+  bool full_for_huge_pages();
+  void before_purge(chunk* c);
   void count_untouched_as_dirty(chunk* c);
   bool purge_slice(chunk* c, unsigned i, stats_t* st);
   unsigned purge_run(chunk* c, unsigned first, unsigned n, stats_t* st);

@@ -23,6 +23,9 @@ struct chunk {
   // bit i: slice i was over the chunk's cap of free resident slices at a
   // release (arena::release_span); the next purge pass drops its pages
   std::atomic<std::uint64_t> trim;
+  // Set when the chunk was advised MADV_HUGEPAGE at its making; cleared (and
+  // the advice taken back) by the first purge of one of its slices.
+  std::atomic<bool> huge_advised;
 };
 static_assert(sizeof(chunk) <= kSliceSize, "chunk header must fit in slice 0");
 static_assert(offsetof(chunk, index) == 0, "lookup::span_of reads the slice index at the chunk's base");

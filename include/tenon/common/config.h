@@ -66,6 +66,23 @@ constexpr unsigned kMaxDirtyPerChunk = 8;
 // from 23.7 to 32.6 MiB (see architecture.md, known limits).
 constexpr std::uint32_t kDirtyGraceMs = 4;
 
+// TENON_HUGE_PAGES=4 advises a new chunk MADV_HUGEPAGE only when the
+// arena's newest this-many chunks are all at least 7/8 used: a program that
+// already filled 16 MiB of chunks and asks for more is likely to fill the
+// next one too, so its pages come in 2 MiB at a time; a program smaller
+// than that keeps 64 KiB granularity (the first half of an advised chunk is
+// resident whole at its header's first write). See architecture.md,
+// "Pre-faulting and huge pages".
+constexpr unsigned kHugeChunksAfter = 4;
+constexpr unsigned kHugeChunkMinUsed = kSlicesPerChunk - kSlicesPerChunk / 8;
+// ...and advises a fresh huge block while the last unadvised one was
+// written densely, leaving one in this many unadvised to learn from.
+constexpr unsigned kHugeProbeEvery = 8;
+// ...only up to this size: a fresh huge page costs here far more than its
+// 2 MiB of zeroing (size-sweep's malloc and touch of 128 MiB-1 GiB took
+// 2.8-10x as long advised, the 2-64 MiB cells 0.4-1.0x).
+constexpr std::size_t kHugeAdviseMax = std::size_t{64} << 20;
+
 // Slices over the cap are marked by the release that finds them and purged
 // by the purge pass, which runs as soon as this many are marked in all
 // chunks together (or when due): at most 256 KiB wait for their purge, and

@@ -18,6 +18,9 @@ struct huge_header {
   std::size_t usable;    // bytes usable from `user` on (what was asked, page-rounded)
   char* user;            // the pointer handed out
   bool far;              // header one unit below the user pointer's unit
+  // TENON_HUGE_PAGES=3 and 4: a fresh mapping not advised, whose pages its first
+  // user writes are counted at its free (huge_maps::learn_density)
+  bool probe;
   // nullptr, or the first-class heap's record of this block (a large_owner,
   // frontend/large_owner.h): set by the heap after alloc, before the block
   // is handed out; cleared when the block is freed (and so in the cache).
@@ -105,6 +108,9 @@ class huge_maps {
   void* reshape(huge_header* h, std::size_t n, std::size_t open);
   void unmap(huge_header* h);
   bool resize_mapping(huge_header* h, std::size_t map_size);
+  bool advise_fresh();
+  void advise_grown(huge_header* h);
+  void learn_density(huge_header* h, std::size_t usable);
   // cache.ipp
   bool cache_put(huge_header* h, std::size_t open);
   void split_tail(huge_header* h, std::size_t usable);
@@ -119,6 +125,10 @@ class huge_maps {
   std::atomic<std::size_t> cache_bytes_{0};
   // The bytes of the one cached block over kHugeCacheMaxBlock, 0 if none.
   std::atomic<std::size_t> big_bytes_{0};
+  // TENON_HUGE_PAGES=3 and 4: whether the last probe's first user wrote (nearly)
+  // all of it, and how many fresh mappings were made while it was so.
+  std::atomic<bool> dense_{false};
+  std::atomic<std::uint32_t> fresh_dense_{0};
 };
 
 }  // namespace tenon

@@ -27,13 +27,18 @@ enum class huge_pages : std::uint8_t {
   off = 0,     // nowhere: the kernel's own policy applies
   blocks = 1,  // huge blocks (their own mappings, over 2 MiB)
   chunks = 2,  // huge blocks and every 4 MiB chunk
+  dense = 3,   // huge blocks up to 64 MiB while the program writes them densely (huge_maps<C>::advise_fresh)
+  grown = 4,   // those, and chunks made while the arena is full and resident (arena<C>::advise_chunk)
 };
+
+// Whether huge blocks are advised by what the program writes (3 and 4).
+inline bool learns_density(huge_pages mode) { return mode == huge_pages::dense || mode == huge_pages::grown; }
 
 struct options_t {
   std::uint32_t purge_delay_ms = 500;                  // TENON_PURGE_DELAY_MS
   purge_thread background_purge = purge_thread::lazy;  // TENON_BACKGROUND_PURGE=0|1|2
   std::uint32_t populate = 0;                          // TENON_POPULATE: bytes, 0 = off
-  huge_pages thp = huge_pages::off;                    // TENON_HUGE_PAGES=0|1|2
+  huge_pages thp = huge_pages::dense;                  // TENON_HUGE_PAGES=0|1|2|3|4
   bool stats = false;                                  // TENON_STATS
   bool verbose = false;                                // TENON_VERBOSE
   bool latency = false;                                // TENON_LATENCY (measurement layers)

@@ -78,8 +78,9 @@ bool move_to(void* p, std::size_t old_size, std::size_t new_size, void* dest);
 // 0 if the kernel cannot tell.
 std::size_t resident_bytes(void* p, std::size_t size);
 
-// Ask for transparent huge pages on a range (best effort).
+// Ask for transparent huge pages on a range, or take that back (best effort).
 void advise_huge(void* p, std::size_t size);
+void unadvise_huge(void* p, std::size_t size);
 
 // Fault a range in, writable, without changing its contents
 // (MADV_POPULATE_WRITE, Linux 5.14+). Best effort: false if the kernel is

@@ -32,6 +32,8 @@ concept platform = requires(void* p, std::size_t n, const char* name, void* (*fn
   { P::populate(p, n) } -> std::same_as<bool>;
   // Ask for transparent huge pages on a range (TENON_HUGE_PAGES); best effort.
   { P::advise_huge(p, n) } -> std::same_as<void>;
+  // Take that advice back (MADV_NOHUGEPAGE): khugepaged leaves the range alone; best effort.
+  { P::unadvise_huge(p, n) } -> std::same_as<void>;
   // Whether n bytes fit in half of the memory free now (machine and cgroup).
   { P::fits_free_memory(n) } -> std::same_as<bool>;
   // Milliseconds on a cheap monotonic clock (wraps; compare differences).
@@ -61,6 +63,7 @@ struct linux_platform {
   static std::size_t resident_bytes(void* p, std::size_t size) { return os::resident_bytes(p, size); }
   static bool populate(void* p, std::size_t size) { return os::populate(p, size); }
   static void advise_huge(void* p, std::size_t size) { os::advise_huge(p, size); }
+  static void unadvise_huge(void* p, std::size_t size) { os::unadvise_huge(p, size); }
   static bool fits_free_memory(std::size_t size) { return os::fits_free_memory(size); }
   // Not in the concept: asked only by configs that protect freed memory.
   static bool protect(void* p, std::size_t size, bool accessible) { return os::protect(p, size, accessible); }
