@@ -10,6 +10,18 @@
 
 namespace tenon {
 
+// The slices of a small span that its carving reached (3/4 of a slice or
+// more), as chunk bits: carving wrote the blocks' first words and their
+// users the blocks. None for a large block: its user may have written two
+// bytes of it (mstress), and it says nothing of where.
+inline std::uint64_t carved_slices(const span* s) {
+  if (s->kind != span_kind::small) return 0;
+  std::size_t carved = std::size_t{s->carved} * s->block_size;
+  unsigned whole = static_cast<unsigned>((carved + kSliceSize / 4) >> kSliceShift);
+  if (whole > s->nslices) whole = s->nslices;
+  return whole ? slice_bits::run_mask(s->first_slice, whole) : 0;
+}
+
 template <class C>
 void arena<C>::release_span(span* s, stats_t* st, std::uint32_t idle_ms) {
   chunk* c = chunk_of(s);
@@ -23,6 +35,7 @@ void arena<C>::release_span(span* s, stats_t* st, std::uint32_t idle_ms) {
     [[maybe_unused]] section<typename C::sync, shared_structure::chunks> guard;
     for (unsigned i = first; i < first + n; ++i) c->dirty_ms[i].store(now - idle_ms, std::memory_order_relaxed);
     c->dirty.fetch_or(mask, std::memory_order_relaxed);
+    if (std::uint64_t carved = carved_slices(s)) c->dense.fetch_or(carved, std::memory_order_relaxed);
     TENON_INJECT_POINT("chunk.release");
     // Release: the descriptor and dirty bits are written before the slices are
     // visible as free to the next taker (who acquires).

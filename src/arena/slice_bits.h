@@ -30,10 +30,12 @@ inline std::uint64_t run_starts(std::uint64_t bits, unsigned n) {
 // Where to take a run of n free slices, or -1. Runs whose slices are all
 // dirty ("warm") come first: their pages are resident already, so reusing
 // them keeps the set of touched pages (the RSS) from growing. With
-// warm_only, only such a run will do.
-inline int find_run(std::uint64_t used, std::uint64_t dirty, unsigned n, bool warm_only) {
+// warm_only, only such a run will do. Of the warm runs, one with no slice
+// of `spare` comes first (the slices a span left carved, kept for spans).
+inline int find_run(std::uint64_t used, std::uint64_t dirty, unsigned n, bool warm_only, std::uint64_t spare = 0) {
   std::uint64_t starts = run_starts(~used, n);
   std::uint64_t warm = starts & run_starts(dirty & ~used, n);
+  if (std::uint64_t apart = spare ? warm & run_starts(dirty & ~used & ~spare, n) : 0) return std::countr_zero(apart);
   if (warm) return std::countr_zero(warm);
   if (warm_only || !starts) return -1;
   return std::countr_zero(starts);

@@ -20,6 +20,7 @@ inline span* form(chunk* c, unsigned first, unsigned n) {
   span* s = &c->spans[first];
   // Slices we just took are ours alone: nobody else touches their dirty bits.
   std::uint64_t dirty = c->dirty.load(std::memory_order_relaxed);
+  if (c->dense.load(std::memory_order_relaxed) & mask) c->dense.fetch_and(~mask, std::memory_order_relaxed);
   s->zeroed = (dirty & mask) == 0;
   s->some_clean = (dirty & mask) != mask;
   if (dirty & mask) c->dirty.fetch_and(~mask, std::memory_order_relaxed);
@@ -65,11 +66,18 @@ void arena<C>::register_at(std::uint32_t idx, chunk* c) {
   (*b)[idx % kChunkRegistryBlock].store(c, std::memory_order_release);
 }
 
+// A run of c for pass `w` of find_run, or nullptr. A caller that does not
+// take dense slices first takes, of the warm runs, one without them if the
+// chunk has one.
 template <class C>
-span* arena<C>::try_take(chunk* c, unsigned n, bool warm_only, stats_t* st) {
+span* arena<C>::try_take(chunk* c, unsigned n, want w, bool dense_first, stats_t* st) {
   std::uint64_t used = c->used.load(std::memory_order_relaxed);
   for (;;) {
-    int pos = slice_bits::find_run(used, c->dirty.load(std::memory_order_relaxed), n, warm_only);
+    std::uint64_t dense = c->dense.load(std::memory_order_relaxed);
+    int pos = w == want::dense
+                  ? slice_bits::find_run(used, dense, n, true)
+                  : slice_bits::find_run(used, c->dirty.load(std::memory_order_relaxed), n, w == want::warm,
+                                         dense_first ? 0 : dense);
     if (pos < 0) return nullptr;
     TENON_INJECT_POINT("chunk.take");
     std::uint64_t mask = slice_bits::run_mask(static_cast<unsigned>(pos), n);
@@ -118,22 +126,28 @@ chunk* arena<C>::new_chunk(unsigned take_n, stats_t* st) {
 
 // The held-bytes gauge moves with every run taken and given back.
 template <class C>
-span* arena<C>::take_span(unsigned nslices, chunk** hint, stats_t* st) {
-  span* s = find_run(nslices, hint, st);
+span* arena<C>::take_span(unsigned nslices, chunk** hint, stats_t* st, bool dense_first) {
+  span* s = find_run(nslices, hint, st, dense_first);
   if (s) shared_stats_.hold(static_cast<std::int64_t>(std::size_t{nslices} << kSliceShift));
   return s;
 }
 
 template <class C>
-span* arena<C>::find_run(unsigned nslices, chunk** hint, stats_t* st) {
+span* arena<C>::find_run(unsigned nslices, chunk** hint, stats_t* st, bool dense_first) {
   TENON_CHECK(nslices >= 1 && nslices <= kMaxSpanSlices);
   [[maybe_unused]] section<typename C::sync, shared_structure::chunks> guard;
   // Warm slices anywhere (hint first, then a bounded scan) before clean ones
   // in the hint chunk: a thread must not keep touching fresh pages of its own
-  // chunk while freed, still resident slices wait in others.
-  for (bool warm_only : {true, false}) {
+  // chunk while freed, still resident slices wait in others. A span looks
+  // for slices a span left carved before that: a warm slice is often mostly
+  // out (mstress T2: 6.5 of 16 pages resident in a one-slice warm run, the
+  // pool fed mostly by large blocks written at both ends), and a span formed
+  // there faults in the rest as it carves (architecture.md, layer 4).
+  for (want w : {want::dense, want::warm, want::any}) {
+    if (w == want::dense && !dense_first) continue;
+    bool warm_only = w != want::any;
     if (*hint) {
-      if (span* s = try_take(*hint, nslices, warm_only, st)) return s;
+      if (span* s = try_take(*hint, nslices, w, dense_first, st)) return s;
     }
     std::uint32_t n = nchunks_.load(std::memory_order_acquire);
     if (n > kMaxChunks) n = kMaxChunks;
@@ -143,7 +157,7 @@ span* arena<C>::find_run(unsigned nslices, chunk** hint, stats_t* st) {
       std::uint32_t idx = (from + i) % n;
       chunk* c = registered(idx);
       if (!c || c == *hint) continue;
-      if (span* s = try_take(c, nslices, warm_only, st)) {
+      if (span* s = try_take(c, nslices, w, dense_first, st)) {
         *hint = c;
         scan_from_.store(idx, std::memory_order_relaxed);
         return s;

@@ -33,7 +33,7 @@ span* thread_heaps<C>::form_small_span(heap_t* owner, unsigned cls, chunk** hint
   ensure_free_key();  // before any block of the span can be freed (free_key.h)
   std::size_t bytes = std::size_t{kClasses.slices[cls]} << kSliceShift;
   if (budget_ && !budget_->take(bytes)) return nullptr;  // a first-class heap at its limit
-  span* s = chunks_->take_span(kClasses.slices[cls], hint, st);
+  span* s = chunks_->take_span(kClasses.slices[cls], hint, st, /*dense_first=*/true);
   if (!s) {
     if (budget_) budget_->give(bytes);
     return nullptr;

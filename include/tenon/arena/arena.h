@@ -61,7 +61,10 @@ class arena {
   // chunk used). The descriptor at the run's first slice is returned with
   // start, first_slice, nslices and zeroed set; the slice index is filled for
   // the whole run. nullptr (errno ENOMEM) when the OS refuses memory.
-  span* take_span(unsigned nslices, chunk** hint, stats_t* st);
+  // `dense_first`: the caller writes the whole run (a small span carves it),
+  // so it takes slices a span left carved first; other callers (a large
+  // block, whose user may write two bytes of it) leave those to spans.
+  span* take_span(unsigned nslices, chunk** hint, stats_t* st, bool dense_first = false);
 
   // TENON_POPULATE: fault in [p, p + bytes) of the run s just taken, if the
   // run had a fresh or purged slice (a warm run is left alone) and `size`
@@ -116,8 +119,11 @@ class arena {
   using registry_block = std::atomic<chunk*>[kChunkRegistryBlock];
   chunk* registered(std::uint32_t idx);
   void register_at(std::uint32_t idx, chunk* c);
-  span* find_run(unsigned nslices, chunk** hint, stats_t* st);
-  span* try_take(chunk* c, unsigned n, bool warm_only, stats_t* st);
+  // What a pass of find_run takes: slices a span left carved, any free
+  // resident ones, or any free ones.
+  enum class want : std::uint8_t { dense, warm, any };
+  span* find_run(unsigned nslices, chunk** hint, stats_t* st, bool dense_first);
+  span* try_take(chunk* c, unsigned n, want w, bool dense_first, stats_t* st);
   chunk* new_chunk(unsigned take_n, stats_t* st);
   bool advise_chunk(chunk* c);  // TENON_HUGE_PAGES=2 or 4: true if advised
   bool full_for_huge_pages();

@@ -26,6 +26,10 @@ struct chunk {
   // Set when the chunk was advised MADV_HUGEPAGE at its making; cleared (and
   // the advice taken back) by the first purge of one of its slices.
   std::atomic<bool> huge_advised;
+  // bit i: slice i is free and the small span released from it last had
+  // carved it (its pages written, so resident unless purged since, which
+  // clears the bit); such slices go to spans first (arena::find_run)
+  std::atomic<std::uint64_t> dense;
 };
 static_assert(sizeof(chunk) <= kSliceSize, "chunk header must fit in slice 0");
 static_assert(offsetof(chunk, index) == 0, "lookup::span_of reads the slice index at the chunk's base");
