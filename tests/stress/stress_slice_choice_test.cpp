@@ -28,51 +28,47 @@ void give_back(tenon::span* s, bool carved) {
   g_default_engine.chunks.release_span(s, nullptr);
 }
 
+// Two slices of one chunk, written whole and given back, the lower one as a
+// carved small span's if `low_carved` and the higher one as the other kind;
+// then (after a forced purge pass if `purge_first`) the slice a run of one
+// is taken from.
+struct choice {
+  unsigned low, high, taken;
+};
+choice take_after(bool low_carved, bool dense_first, bool purge_first = false) {
+  tenon::span* low = take(false);
+  tenon::span* high = take(false);
+  EXPECT_NE(low, nullptr);
+  EXPECT_NE(high, nullptr);
+  if (!low || !high) return {0, 0, 0};
+  EXPECT_EQ(tenon::chunk_of(low), tenon::chunk_of(high));
+  choice c{low->first_slice, high->first_slice, 0};
+  EXPECT_LT(c.low, c.high);
+  give_back(low, low_carved);
+  give_back(high, !low_carved);
+  if (purge_first) g_default_engine.chunks.purge(true, nullptr);  // malloc_trim's pass
+  tenon::span* next = take(dense_first);
+  EXPECT_NE(next, nullptr);
+  if (next) c.taken = next->first_slice;
+  return c;
+}
+
+// Both free and resident; the lower one was a large block's.
 TEST(SliceChoice, ASpanTakesTheSliceASpanLeftCarvedBeforeALowerOne) {
-  tenon::span* large = take(false);
-  tenon::span* small = take(false);
-  ASSERT_NE(large, nullptr);
-  ASSERT_NE(small, nullptr);
-  ASSERT_EQ(tenon::chunk_of(large), tenon::chunk_of(small));
-  ASSERT_LT(large->first_slice, small->first_slice);
-  unsigned carved_at = small->first_slice;
-  give_back(large, false);
-  give_back(small, true);
-  // Both free and resident; the lower one was a large block's.
-  tenon::span* next = take(true);
-  ASSERT_NE(next, nullptr);
-  EXPECT_EQ(unsigned{next->first_slice}, carved_at);
+  choice c = take_after(/*low_carved=*/false, /*dense_first=*/true);
+  EXPECT_EQ(c.taken, c.high);
 }
 
 TEST(SliceChoice, ALargeBlockLeavesTheSliceASpanLeftCarved) {
-  tenon::span* small = take(false);
-  tenon::span* large = take(false);
-  ASSERT_NE(small, nullptr);
-  ASSERT_NE(large, nullptr);
-  ASSERT_EQ(tenon::chunk_of(large), tenon::chunk_of(small));
-  ASSERT_LT(small->first_slice, large->first_slice);
-  unsigned sparse_at = large->first_slice;
-  give_back(small, true);
-  give_back(large, false);
-  tenon::span* next = take(false);
-  ASSERT_NE(next, nullptr);
-  EXPECT_EQ(unsigned{next->first_slice}, sparse_at);
+  choice c = take_after(/*low_carved=*/true, /*dense_first=*/false);
+  EXPECT_EQ(c.taken, c.high);
 }
 
+// Purged, neither is resident: the span takes the lowest free slice, as
+// before any was carved.
 TEST(SliceChoice, APurgedSliceIsNoLongerCarved) {
-  tenon::span* low = take(false);
-  tenon::span* high = take(false);
-  ASSERT_NE(low, nullptr);
-  ASSERT_NE(high, nullptr);
-  unsigned low_at = low->first_slice;
-  give_back(low, false);
-  give_back(high, true);
-  // malloc_trim's pass purges both: neither is resident, and the span takes
-  // the lowest free slice, as before any was carved.
-  g_default_engine.chunks.purge(true, nullptr);
-  tenon::span* next = take(true);
-  ASSERT_NE(next, nullptr);
-  EXPECT_EQ(unsigned{next->first_slice}, low_at);
+  choice c = take_after(/*low_carved=*/false, /*dense_first=*/true, /*purge_first=*/true);
+  EXPECT_EQ(c.taken, c.low);
 }
 
 }  // namespace
