@@ -51,7 +51,7 @@ case $case_name in
     expect_only "tenon: TENON_BACKGROUND_PURGE=3 is not a purger mode from 0 to 2; using 1"
     for v in 5 on yes; do
       run "TENON_HUGE_PAGES=$v"
-      expect_only "tenon: TENON_HUGE_PAGES=$v is not a huge-page mode from 0 to 4; using 3"
+      expect_only "tenon: TENON_HUGE_PAGES=$v is not a huge-page mode from 0 to 4; using 0"
     done ;;
   bad_flag)
     run TENON_STATS=maybe
@@ -89,7 +89,7 @@ case $case_name in
     expect_line "tenon:   TENON_BACKGROUND_PURGE=1 (default)"
     expect_line "tenon: TENON_POPULATE=big is not a block size in bytes from 0 to 4294967295; using 0"
     expect_line "tenon:   TENON_POPULATE=0 (default)"
-    expect_line "tenon:   TENON_HUGE_PAGES=3 (default)" ;;
+    expect_line "tenon:   TENON_HUGE_PAGES=0 (default)" ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac
 echo "ok ($case_name)"

@@ -221,7 +221,7 @@ TEST(FreshMemory, GrownArenaOfUnwrittenBlocksGetsNoHugePages) {
   for (void* p : blocks) tenon_free(p);
 }
 
-// TENON_HUGE_PAGES=3 (the default) on huge blocks: a fresh one is advised while the last
+// TENON_HUGE_PAGES=3 on huge blocks: a fresh one is advised while the last
 // unadvised one (a probe) was written (nearly) whole at its free, and so is
 // a cached one grown in place for a bigger request; the first block, and
 // the one after a probe written at one page, are not.

@@ -38,7 +38,7 @@ struct options_t {
   std::uint32_t purge_delay_ms = 500;                  // TENON_PURGE_DELAY_MS
   purge_thread background_purge = purge_thread::lazy;  // TENON_BACKGROUND_PURGE=0|1|2
   std::uint32_t populate = 0;                          // TENON_POPULATE: bytes, 0 = off
-  huge_pages thp = huge_pages::dense;                  // TENON_HUGE_PAGES=0|1|2|3|4
+  huge_pages thp = huge_pages::off;                    // TENON_HUGE_PAGES=0|1|2|3|4
   bool stats = false;                                  // TENON_STATS
   bool verbose = false;                                // TENON_VERBOSE
   bool latency = false;                                // TENON_LATENCY (measurement layers)
