@@ -121,6 +121,45 @@ TEST(FreshMemory, OffLeavesFreshBlocksToTheFirstTouch) {
   tenon_free(huge);
 }
 
+// TENON_POPULATE=65536 (spans of 64 KiB pre-faulted, blocks of 40 KiB not):
+// a small span formed on a slice that a large block left dirty, whose pages
+// that block never touched, is resident whole too. Those pages fault like
+// fresh ones; until 2026-11-29 only spans with a fresh or purged slice were
+// pre-faulted, and the latency row's spans, two thirds of them formed on
+// such slices, took their faults inside malloc (docs/architecture.md, "The
+// first fill's faults"). Of the 16 runs freed, the run cache keeps 8 and the
+// other 8 go back to the chunk layer dirty (no more than a chunk keeps
+// resident, so none is purged), where small spans are formed first.
+TEST(FreshMemory, PopulateCoversSpansOnDirtySlices) {
+  if (const char* why = populate_unseen()) GTEST_SKIP() << why;
+  if (!untouched_is_visible()) GTEST_SKIP() << "residency is not visible here";
+  constexpr std::size_t kRun = 40 << 10, kSlice = 64 << 10;
+  std::vector<char*> runs;
+  for (int i = 0; i < 16; ++i) runs.push_back(static_cast<char*>(tenon_malloc(kRun)));
+  for (char* r : runs) {
+    ASSERT_NE(r, nullptr);
+    r[0] = 1;  // the first page only: the rest of the run stays untouched
+  }
+  ASSERT_LT(resident_in(runs.back(), kRun), kRun / 2);
+  for (char* r : runs) tenon_free(r);
+  // One block of each of a few classes: each forms a span (of one slice)
+  // and touches no more than its first page or two.
+  std::vector<void*> small;
+  for (std::size_t size : {1000, 1500, 2000, 3000, 4000}) small.push_back(tenon_malloc(size));  // a span each
+  std::size_t checked = 0;
+  for (void* b : small) {
+    ASSERT_NE(b, nullptr);
+    auto slice = reinterpret_cast<std::uintptr_t>(b) & ~(std::uintptr_t{kSlice} - 1);
+    bool on_a_run = false;
+    for (char* r : runs) on_a_run |= reinterpret_cast<std::uintptr_t>(r) == slice;
+    if (!on_a_run) continue;
+    EXPECT_EQ(resident_in(reinterpret_cast<void*>(slice), kSlice), kSlice) << "span at " << slice;
+    ++checked;
+  }
+  for (void* b : small) tenon_free(b);
+  if (checked == 0) GTEST_SKIP() << "no span formed on a freed run's slice";
+}
+
 // TENON_POPULATE=4194304: the 8 MiB block is pre-faulted, the 1 MiB one not.
 TEST(FreshMemory, ThresholdPicksTheBigBlocks) {
   if (const char* why = populate_unseen()) GTEST_SKIP() << why;
