@@ -38,7 +38,13 @@ span* thread_heaps<C>::form_small_span(heap_t* owner, unsigned cls, chunk** hint
     if (budget_) budget_->give(bytes);
     return nullptr;
   }
-  chunks_->prefault(s, s->start, bytes, bytes);
+  // TENON_POPULATE: the whole span, whether its slices are fresh, purged or
+  // dirty. A dirty slice's pages that its last user never wrote (a large
+  // block the program wrote only the start of) are not resident either, and
+  // carving faulted them in inside malloc, a page or four blocks at a time
+  // (docs/architecture.md, "The first fill's faults"); pages still resident
+  // cost the call a page-table walk, once per span formed.
+  prefault_fresh<typename C::platform>(s->start, bytes, bytes);
   s->kind = span_kind::small;
   s->cls = static_cast<std::uint8_t>(cls);
   s->block_size = kClasses.size[cls];
