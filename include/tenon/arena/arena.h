@@ -29,7 +29,8 @@ namespace tenon {
 
 // TENON_POPULATE's rule for memory just mapped or taken fresh: fault in
 // [p, p + bytes) when the option is on and `size` reaches its threshold.
-// The huge blocks' mappings use it directly; runs of slices through
+// The huge blocks' mappings and small spans (whatever their slices' state:
+// heap/refill.ipp, form_small_span) use it directly; large runs go through
 // arena::prefault, which first checks the run is not warm.
 template <class Platform>
 void prefault_fresh(void* p, std::size_t bytes, std::size_t size) {
