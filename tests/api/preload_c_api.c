@@ -400,6 +400,28 @@ static int run_foreign(void) {
   q = realloc(q, 10);
   CHECK(q != NULL && first_mismatch(q, 10, 9) == 10, "shrinking realloc of a foreign block");
   free(q);
+  /* realloc of a glibc block to a size that fits it answers p itself
+   * (docs/api.md), a block glibc mapped when at least half of it stays in
+   * use; in the secure build too (until 2026-11-29 it moved every glibc
+   * block into a block of its own, whatever the size). */
+  unsigned char* h = __libc_malloc(1000);
+  CHECK(h != NULL, "__libc_malloc(1000)");
+  size_t hu = malloc_usable_size(h);
+  fill(h, hu, 5);
+  unsigned char* kept = realloc(h, hu);
+  CHECK(kept == h, "realloc(glibc block, its usable size %zu) = %p, not the block %p", hu, (void*)kept, (void*)h);
+  unsigned char* shrunk = realloc(kept, 10);
+  CHECK(shrunk == kept && first_mismatch(shrunk, 10, 5) == 10, "realloc(glibc block of %zu, 10) = %p, not the block %p",
+        hu, (void*)shrunk, (void*)kept);
+  free(shrunk);
+  h = __libc_malloc(1u << 20);
+  CHECK(h != NULL, "__libc_malloc(1 MiB)");
+  hu = malloc_usable_size(h);
+  fill(h, 4096, 6);
+  kept = realloc(h, hu / 2 + 4096);
+  CHECK(kept == h && first_mismatch(kept, 4096, 6) == 4096, "realloc(glibc mapped block of %zu, %zu) = %p, not the block %p",
+        hu, hu / 2 + 4096, (void*)kept, (void*)h);
+  free(kept);
   /* malloc_usable_size of a glibc block */
   void* r = __libc_malloc(100);
   size_t usable = malloc_usable_size(r);

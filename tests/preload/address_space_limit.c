@@ -1,6 +1,8 @@
 /* tenon under a limit on address space (RLIMIT_AS, `ulimit -v`), as
  * containers and CI runners set it. tenon's reservations must grow with use:
- *   - /bin/ls runs under LD_PRELOAD=libtenon.so with a 60,000 KiB limit;
+ *   - /bin/ls runs under LD_PRELOAD=libtenon.so with a 60,000 KiB limit and
+ *     a 20,000 KiB one, and needs no more than docs/api.md says above what
+ *     it needs without tenon (the smallest limit it runs under, each way);
  *   - under a 200 MiB limit a program gets about as many 512-byte blocks as
  *     with glibc's allocator (measured in the same environment: the same
  *     program run again without LD_PRELOAD); 0.97 of glibc's count leaves
@@ -25,6 +27,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -246,6 +249,27 @@ static long parse_count(const char* out) {
   return c ? atol(c + 6) : -1;
 }
 
+/* The smallest RLIMIT_AS (KiB, to within 64 KiB) under which /bin/ls -a /
+ * runs, with tenon preloaded or, if `plain`, without: what "programs run
+ * under limits glibc's allocator runs under" costs in address space. */
+static long ls_min_limit_kib(int plain) {
+  static char out[1 << 16];
+  char* ls[] = {"/bin/ls", "-a", "/", NULL};
+  long works = 65536, fails = 1024;
+  int saved_stderr = dup(2), null = open("/dev/null", O_WRONLY);  // "memory exhausted", once a try
+  if (null >= 0) dup2(null, 2);
+  while (works - fails > 64) {
+    long mid = (works + fails) / 2;
+    int rc = run(ls, (size_t)mid, plain, out, sizeof out);
+    if (rc == 0 && strstr(out, "..")) works = mid;
+    else fails = mid;
+  }
+  if (saved_stderr >= 0) dup2(saved_stderr, 2);
+  if (saved_stderr >= 0) close(saved_stderr);
+  if (null >= 0) close(null);
+  return works;
+}
+
 int main(int argc, char** argv) {
   if (argc == 3 && !strcmp(argv[1], "count")) return count_blocks((size_t)atol(argv[2]));
   if (argc == 3 && !strcmp(argv[1], "huge_at_limit")) return huge_at_limit((size_t)atol(argv[2]));
@@ -264,6 +288,19 @@ int main(int argc, char** argv) {
   char* ls[] = {"/bin/ls", "-a", "/", NULL};
   int rc = run(ls, 60000, 0, out, sizeof out);
   CHECK(rc == 0 && strstr(out, ".."), "/bin/ls -a / under a 60000 KiB limit: exit %d, output '%.200s'", rc, out);
+  /* docs/api.md's example, and the address space tenon costs a program on
+   * top of what it needs under glibc's allocator: the 4 MiB chunk of its
+   * first allocation, the library's own mappings (its 1.1 MiB of .bss, the
+   * first heaps and tables). docs/api.md says "about 6 MiB" (measured 6048
+   * KiB, libtenon-secure.so 5560); until 2026-11-29 it said "about 5 MiB",
+   * and this check, then at 5632 KiB, failed. */
+  rc = run(ls, 20000, 0, out, sizeof out);
+  CHECK(rc == 0 && strstr(out, ".."), "/bin/ls -a / under a 20000 KiB limit: exit %d, output '%.200s'", rc, out);
+  long ls_glibc = ls_min_limit_kib(1), ls_tenon = ls_min_limit_kib(0);
+  printf("/bin/ls runs under a limit of %ld KiB, %ld KiB with tenon: %ld KiB more\n", ls_glibc, ls_tenon,
+         ls_tenon - ls_glibc);
+  CHECK(ls_tenon - ls_glibc <= 7168, "/bin/ls needs %ld KiB more address space under tenon (%ld KiB) than under glibc (%ld KiB)",
+        ls_tenon - ls_glibc, ls_tenon, ls_glibc);
 
   char self[4096];
   ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);

@@ -59,6 +59,7 @@
 
 #include "tenon/common/config.h"
 #include "tenon/common/inject.h"
+#include "tenon/frontend/foreign.h"
 #include "tenon/huge/huge.h"
 #include "tenon/layer.hpp"
 #include "tenon/lookup/chunk_map.h"
@@ -240,16 +241,19 @@ struct canary : pass_through<Inner> {
     return q;
   }
 
-  // A pointer not in tenon's memory: a glibc block moves to a new block, as
-  // the generic realloc did; any other (no glibc header before it: its
-  // usable size is 0) is answered as the default build answers it, NULL with
-  // EINVAL and p left alone (docs/api.md), where the generic realloc
-  // allocated and then ended the program in the free of p (until 2026-11-27).
+  // A pointer not in tenon's memory is answered as the default build answers
+  // it (docs/api.md, foreign::plan_resize): a glibc block that n fits stays
+  // p itself (until 2026-11-29 every glibc block moved to a new block, as
+  // the generic realloc moves); a bigger n moves it; any other pointer (no
+  // glibc header before it) is NULL with EINVAL and p left alone, where the
+  // generic realloc allocated and then ended the program in the free of p
+  // (until 2026-11-27).
   [[gnu::noinline]] static void* realloc_foreign(void* p, std::size_t n) noexcept {
-    std::size_t old = Inner::usable_size(p);
-    if (old == 0) {
-      errno = EINVAL;
-      return nullptr;
+    std::size_t old = 0;
+    switch (foreign::plan_resize(p, n, &old)) {
+      case foreign::resize::stay: return p;
+      case foreign::resize::invalid: errno = EINVAL; return nullptr;
+      case foreign::resize::move: break;
     }
     void* q = alloc(n);
     if (!q) return nullptr;
