@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "tenon/common/checks.h"
+#include "tenon/common/inject.h"
 #include "tenon/frontend/engine_front.h"
 #include "tenon/frontend/foreign.h"
 #include "tenon/frontend/large_owner.h"
@@ -176,6 +177,7 @@ void engine_front<E>::free_irregular(void* p) noexcept {
     return;
   }
   if (huge_header* h = huge_lookup(p)) {
+    TENON_INJECT_POINT("huge.take");
     // A freed block's owner is cleared: its second free is huge.free's.
     if (auto* o = static_cast<large_owner*>(h->owner)) {
       o->free(o, p);  // a first-class heap's block

@@ -546,7 +546,9 @@ struct canary : pass_through<Inner> {
   // A huge block's start p (page-aligned, outside the chunks), or nullptr.
   [[gnu::noinline]] static huge_header* huge_start(const void* p) {
     if ((reinterpret_cast<std::uintptr_t>(p) & 4095) != 0 || lookup::in_chunk(p)) return nullptr;
-    return huge_lookup(p);
+    huge_header* h = huge_lookup(p);
+    if (h) TENON_INJECT_POINT("huge.take");
+    return h;
   }
 
   // Huge block h at p, claimed as the engine's free claims it (huge_claim):
