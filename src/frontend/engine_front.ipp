@@ -175,15 +175,18 @@ void engine_front<E>::free_irregular(void* p) noexcept {
     free_in_chunk(p, s);
     return;
   }
-  if (huge_header* h = huge_lookup(p)) {
-    // A freed block's owner is cleared: its second free is huge.free's.
+  std::size_t usable;
+  if (huge_header* h = huge_take(p, &usable)) {
+    // Taken first (one CAS on its unit map entry), read after: of two frees
+    // at once one reports, and reads no header the other may have unmapped
+    // or moved (until 2026-11-29, branch hugeread).
+    if (usable == 0) report_misuse("free", p, "double free", 0);
     if (auto* o = static_cast<large_owner*>(h->owner)) {
-      o->free(o, p);  // a first-class heap's block
+      huge_release(h, usable);  // a first-class heap's block: its heap frees it
+      o->free(o, p);
       return;
     }
-    // The test and the freed mark are one exchange (huge.free): of two
-    // frees at once, one reports.
-    if (!E.huge.free(h)) report_misuse("free", p, "double free", h->capacity());
+    E.huge.free_claimed(h, usable);
     return;
   }
   // Only a pointer inside a huge block's own range is tenon's (an interior
@@ -225,13 +228,13 @@ void* engine_front<E>::realloc_slow(void* p, std::size_t n) noexcept {
       if (n <= s->block_size && n >= s->block_size / 2) return p;  // as realloc's inline test
       old = s->block_size;
     }
-  } else if (huge_header* h = huge_lookup(p)) {
-    if (!h->owner) return realloc_huge(h, p, n);
+  } else if (huge_header* h = huge_take(p, &old)) {
+    if (old == 0) report_misuse("realloc", p, "double free", 0);
+    if (!h->owner) return realloc_huge(h, p, n, old);
     // A heap's block is not moved in place (its heap records the pointer),
     // and its free goes through its heap, whose slot takes it once (a
     // second free is ignored there, heaps.cpp).
-    old = huge_usable(h);
-    if (old == 0) report_misuse("realloc", p, "double free", h->capacity());
+    huge_release(h, old);
   } else if (huge_contains(p)) {
     // Inside a huge block, not its start: not a block. Never read as a
     // glibc block, whose header would be the huge block's own bytes.
@@ -251,8 +254,10 @@ void* engine_front<E>::realloc_slow(void* p, std::size_t n) noexcept {
   return q;
 }
 
-// realloc of huge block h (at p), claimed first as free claims it (one
-// exchange of its freed mark, huge_claim): a freed block (waiting in the
+// realloc of huge block h (at p), taken first as free takes it (huge_take
+// gave `old`; since 2026-11-29, branch hugeread, by its unit map entry
+// before its header is read, so that a free racing a move of the block
+// never reads the old header): a freed block (waiting in the
 // huge cache, where resized it would be handed out twice and copied freed
 // twice, until 2026-11-27) gives 0 and is reported, and so is whichever of a
 // free and this realloc racing on one block comes second. Until 2026-11-29
@@ -264,15 +269,13 @@ void* engine_front<E>::realloc_slow(void* p, std::size_t n) noexcept {
 // closes the block meanwhile, and the copy's source ends freed by this
 // call alone.
 template <auto& E>
-void* engine_front<E>::realloc_huge(huge_header* h, void* p, std::size_t n) noexcept {
-  std::size_t old = huge_claim(h);
-  if (old == 0) report_misuse("realloc", p, "double free", h->capacity());
+void* engine_front<E>::realloc_huge(huge_header* h, void* p, std::size_t n, std::size_t old) noexcept {
   if (n > kMaxLarge) {
     if (void* q = E.huge.resize(h, old, n)) return q;
   }
   void* q = alloc(n);
   if (!q) {
-    huge_set_usable(h, old);  // errno is ENOMEM; p is untouched, live again
+    huge_release(h, old);  // errno is ENOMEM; p is untouched, live again
     return nullptr;
   }
   memcpy(q, p, old < n ? old : n);

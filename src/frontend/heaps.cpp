@@ -23,6 +23,7 @@
 #include "tenon/huge/huge.h"
 #include "tenon/lookup/chunk_map.h"
 #include "tenon/lookup/slice_index.h"
+#include "tenon/platform/misuse.h"
 #include "tenon/platform/os.h"
 #include "tenon/tenon.h"
 
@@ -228,9 +229,10 @@ void free_large_block(large_owner* owner, void* p) noexcept;
 // block) or the huge layer, with its bytes to the heap's budget.
 void release_block(large_slot* slot, void* p) {
   if (slot->huge) {
-    // Clears the header's owner; the slot was the block's, so it is live.
-    [[maybe_unused]] bool freed = g_default_engine.huge.free(huge_lookup(p));
-    TENON_CHECK(freed);
+    // Clears the header's owner. The slot was the block's, so it is live,
+    // and only a plain free of p racing this one (a double free, which
+    // holds the block for an instant: engine_front) can hold it now.
+    if (!g_default_engine.huge.free(p)) report_misuse("free", p, "double free", 0);
   } else {
     span* s = lookup::span_of(p);
     s->owner.store(nullptr, std::memory_order_relaxed);  // published by the arena's release

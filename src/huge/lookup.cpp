@@ -1,18 +1,50 @@
 // Finding a huge block from a pointer. Both answers come from the unit map
-// entry alone: no byte of the block is read unless p is its user pointer
-// (which only a caller holding the block can pass), so asking about any
-// pointer is safe while another thread frees and unmaps the huge block that
-// shares its unit.
+// entry alone: no byte of the block is read, so asking about any pointer is
+// safe while another thread frees and unmaps the huge block that shares its
+// unit. Taking a block (free, realloc) is decided in the entry too, before
+// its header is read.
+#include "huge_detail.h"
+#include "tenon/common/inject.h"
 #include "tenon/huge/huge.h"
 #include "tenon/lookup/unit_map.h"
 
 namespace tenon {
 
-huge_header* huge_lookup(const void* p) {
-  lookup::unit_entry e = lookup::entry_of(p);
+namespace {
+// The header of the huge block whose entry e (of p's unit) says it starts
+// at p, or nullptr.
+huge_header* header_if_start(lookup::unit_entry e, const void* p) {
   char* unit = lookup::unit_base(p);
   if (e.kind() != lookup::unit_kind::huge || static_cast<const char*>(p) != unit + e.user_offset()) return nullptr;
   return reinterpret_cast<huge_header*>(e.header_below() ? unit - kChunkSize : unit);
+}
+}  // namespace
+
+huge_header* huge_lookup(const void* p) { return header_if_start(lookup::entry_of(p), p); }
+
+// The entry of a live block not held changes only by a call that holds it
+// (the held bit set, a resize, a move's clear, an unmap's clear), so a CAS
+// from the entry read here fails exactly when another call took the block
+// since: a double free, reported without a read of the header, which the
+// other may have unmapped or moved by then. What stays open: the block
+// unmapped and a new one mapped with an equal entry between the read and
+// the CAS (a free after reuse, as a double free of a block handed out again).
+huge_header* huge_take(const void* p, std::size_t* usable) {
+  lookup::unit_entry e = lookup::entry_of(p);
+  huge_header* h = header_if_start(e, p);
+  if (!h) return nullptr;
+  TENON_INJECT_POINT("huge.take");
+  *usable = 0;
+  if (e.held() || !lookup::replace(lookup::unit_base(p), e, e.with_held())) return h;
+  // Held: the block is mapped until this call lets it go, and live (an
+  // entry not held has its size set before it, huge_release).
+  *usable = huge_claim(h);
+  return h;
+}
+
+void huge_release(huge_header* h, std::size_t usable) {
+  huge_set_usable(h, usable);
+  huge_detail::publish(h);  // not held: usable is set
 }
 
 bool huge_contains(const void* p) {

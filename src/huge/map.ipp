@@ -164,9 +164,10 @@ void huge_maps<C>::learn_density(huge_header* h, std::size_t usable) {
 }
 
 template <class C>
-bool huge_maps<C>::free(huge_header* h) {
-  std::size_t usable = huge_claim(h);
-  if (usable == 0) return false;
+bool huge_maps<C>::free(const void* p) {
+  std::size_t usable = 0;
+  huge_header* h = huge_take(p, &usable);
+  if (!h || usable == 0) return false;
   free_claimed(h, usable);
   return true;
 }
@@ -205,13 +206,13 @@ void* huge_maps<C>::resize(huge_header* h, std::size_t usable, std::size_t n) {
 }
 
 // Called for a block just taken from the cache (nothing open past its
-// header page) and for a block realloc claimed (its usable bytes open):
+// header page) and for a block realloc took (its usable bytes open):
 // `open`, the bytes open past the user pointer (open_bytes). Either way the
 // block is the caller's alone, marked freed (usable 0), and the pages past
 // what is open are closed where the config protects cached blocks
-// (cache.ipp), and they are again on return. The block's usable size is set
-// last (huge_set_usable): until then a free or realloc of it racing this
-// one finds it claimed.
+// (cache.ipp), and they are again on return. The block is released last
+// (huge_release: its usable size, then its entry not held): until then a
+// free or realloc of it racing this one finds it held.
 template <class C>
 void* huge_maps<C>::reshape(huge_header* h, std::size_t n, std::size_t open) {
   using platform = typename C::platform;
@@ -241,7 +242,7 @@ void* huge_maps<C>::reshape(huge_header* h, std::size_t n, std::size_t open) {
       return nullptr;
     }
     huge_detail::guard_range<C>(h, usable, open, false);
-    huge_set_usable(h, usable);
+    huge_release(h, usable);
     return h->user;
   }
   // mremap grows or moves one VMA only: the closed pages open first (the
@@ -280,7 +281,7 @@ void* huge_maps<C>::reshape(huge_header* h, std::size_t n, std::size_t open) {
   }
   huge_detail::guard_range<C>(h, usable, usable + guard, false);  // the growth opened it
   huge_detail::guard_head<C>(h, false);
-  huge_set_usable(h, usable);
+  huge_release(h, usable);
   return h->user;
 }
 

@@ -60,4 +60,10 @@ void set(const void* unit_base, unit_entry e) { entry_ref(unit_base).store(e.wor
 
 void clear(const void* unit_base) { entry_ref(unit_base).store(0, std::memory_order_release); }
 
+bool replace(const void* unit_base, unit_entry expected, unit_entry desired) {
+  std::uint64_t w = expected.word();
+  return entry_ref(unit_base).compare_exchange_strong(w, desired.word(), std::memory_order_acq_rel,
+                                                      std::memory_order_relaxed);
+}
+
 }  // namespace tenon::lookup

@@ -81,8 +81,17 @@
  *                    -DTENON_INJECT=ON (SKIP, exit 77, in any other): the
  *                    first of the two frees of p to reach injection point
  *                    POINT (canary.huge_end, the canary's hold of a huge
- *                    block, unless given) waits there 50 ms, while the
- *                    other free runs to its end
+ *                    block, unless given) waits there until the other
+ *                    free has returned (50 ms to 2 s)
+ *   realloc_free_held:N:M  in a library built with -DTENON_INJECT=ON (SKIP,
+ *                    exit 77, in any other): a block of N bytes freed in one
+ *                    thread, held at injection point huge.take (the
+ *                    free has found p a huge block's start and not yet
+ *                    taken it), while another thread reallocs it to M
+ *                    bytes, which moves it (a page mapped right after the
+ *                    block: it cannot grow in place), until the realloc
+ *                    has returned (50 ms to 2 s); ACCESS before: the
+ *                    held free must be reported
  *   realloc_race:N:M a block of N bytes realloc'd to M bytes in one thread
  *                    and freed in another at the same instant; ACCESS
  *                    before: one of the two must be reported
@@ -112,6 +121,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -357,7 +367,11 @@ static void* free_then_hundred(void* arg) {
 /* Two threads that free one block at the same instant (free_race). */
 static char* g_race_p;
 static volatile int g_race_ready;
-static _Thread_local int t_armed; /* in free(g_race_p): free_race_held holds here */
+static int g_other_done; /* the call racing the held one has returned */
+/* In free(g_race_p): free_race_held holds here. Volatile: GCC knows free
+ * reads no memory of the program's and dropped the plain store before it,
+ * so until 2026-11-29 (branch hugeread) no thread was ever held. */
+static _Thread_local volatile int t_armed;
 static void* free_at_once(void* arg) {
   (void)arg;
   free(malloc(16)); /* this thread's heap and quarantine ring exist */
@@ -367,21 +381,55 @@ static void* free_at_once(void* arg) {
   t_armed = 1;
   free(g_race_p);
   t_armed = 0;
+  __atomic_store_n(&g_other_done, 1, __ATOMIC_SEQ_CST); /* the held one returns after this */
   return NULL;
 }
 
 /* free_race_held: the hook of a -DTENON_INJECT=ON library. The first
- * thread at g_hold_point in its free of g_race_p waits there; any later one
- * passes. */
+ * thread at g_hold_point in its free of g_race_p waits there until the
+ * other thread's call returned (at most 2 s: a call that reports ends the
+ * process; 50 ms at least); any later one passes. A wait of a fixed 50 ms
+ * was too short on a loaded machine, where the other thread was not
+ * scheduled in time and came after. */
 static const char* g_hold_point = "canary.huge_end";
 static int g_held;
 static void hold_first(const char* point) {
   if (!t_armed || strcmp(point, g_hold_point) != 0 || __atomic_exchange_n(&g_held, 1, __ATOMIC_SEQ_CST)) return;
   usleep(50 * 1000);
+  for (int i = 0; i < 2000 && !__atomic_load_n(&g_other_done, __ATOMIC_SEQ_CST); ++i) usleep(1000);
 }
 
 /* realloc_race: one thread reallocs the block the other frees. */
 static size_t g_race_m;
+
+/* realloc_free_held: the realloc waits until the free is held. */
+static void* realloc_after_hold(void* arg) {
+  (void)arg;
+  free(malloc(16));
+  __atomic_add_fetch(&g_race_ready, 1, __ATOMIC_SEQ_CST);
+  while (!__atomic_load_n(&g_held, __ATOMIC_SEQ_CST)) {
+  }
+  void* q = realloc(g_race_p, g_race_m);
+  __atomic_store_n(&g_other_done, 1, __ATOMIC_SEQ_CST);
+  return q;
+}
+
+/* The end of the run of mappings p lies in (its VMAs one after another,
+ * the closed pages of the secure build's blocks included), from
+ * /proc/self/maps; 0 if not found. */
+static uintptr_t mapping_end(const void* p) {
+  FILE* f = fopen("/proc/self/maps", "r");
+  if (!f) return 0;
+  uintptr_t at = (uintptr_t)p, end = 0, lo, hi;
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    if (sscanf(line, "%lx-%lx", &lo, &hi) != 2) continue;
+    if ((lo <= at && at < hi) || (end && lo == end)) end = hi;
+  }
+  fclose(f);
+  return end;
+}
+
 static void* realloc_at_once(void* arg) {
   (void)arg;
   free(malloc(16));
@@ -561,6 +609,28 @@ int main(int argc, char** argv) {
     printf("ACCESS free %p in two threads at once, the first held (%zu bytes)\n", (void*)g_race_p, n);
     fflush(stdout);
     if (race_two(free_at_once)) return 2;
+    printf("DONE\n");
+  } else if (!strncmp(c, "realloc_free_held:", 18)) {
+    size_t n = 0;
+    if (sscanf(c + 18, "%zu:%zu", &n, &g_race_m) != 2) return 2;
+    typedef void (*set_hook_fn)(void (*)(const char*));
+    set_hook_fn set_hook = (set_hook_fn)dlsym(RTLD_DEFAULT, "tenon_inject_set_hook");
+    if (!set_hook) {
+      printf("SKIP no injection points (a library built without -DTENON_INJECT=ON)\n");
+      return 77;
+    }
+    g_hold_point = "huge.take";
+    printf("NOTE realloc_free_held %zu %zu\n", n, g_race_m);
+    if (!(g_race_p = malloc(n))) return 2;
+    memset(g_race_p, 0x5a, n);
+    uintptr_t end = mapping_end(g_race_p);
+    if (!end || mmap((void*)end, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) != (void*)end)
+      printf("NOTE no page mapped after the block\n");
+    set_hook(hold_first);
+    printf("ACCESS free %p held while another thread moves it by realloc (%zu bytes to %zu)\n", (void*)g_race_p, n,
+           g_race_m);
+    fflush(stdout);
+    if (race_two(realloc_after_hold)) return 2;
     printf("DONE\n");
   } else if (!strncmp(c, "realloc_race:", 13)) {
     size_t n = 0;

@@ -266,6 +266,45 @@ TEST(RacingFrees, HugeBlockFreeHeldPastTheMark) {
   EXPECT_TRUE(stopped_at_misuse(r, SIGABRT, "tenon: free\\(0x[0-9a-f]+\\): double free"));
 }
 
+// Two frees of a huge block, under each library, the first held at
+// injection point huge.take (it has found p a huge block's start from the
+// unit map and not yet taken the block: a -DTENON_INJECT=ON library only,
+// skipped in any other) until the other has freed it, and with
+// TENON_PURGE_DELAY_MS=0 unmaps it at once (issue 11, left open until
+// 2026-11-29, branch hugeread). Before, the held free then read the
+// unmapped header (the block's owner, then its freed mark): SIGSEGV, every
+// run. It now takes the block in the unit map entry first (one CAS, which
+// fails once the other free has it) and reads no header it has not taken.
+TEST(RacingFrees, HugeBlockFreeHeldWhileTheOtherUnmapsIt) {
+  SKIP_UNLESS_PRELOAD();
+  setenv("TENON_PURGE_DELAY_MS", "0", 1);
+  for (const char* library : {TENON_PRELOAD_LIBRARY, TENON_SECURE_LIBRARY}) {
+    misuse_run r = run_misuse(TENON_GUARD_PROBE_PROGRAM, "free_race_held:5000000:huge.take", library);
+    if (r.exited && r.exit_code == 77) {
+      unsetenv("TENON_PURGE_DELAY_MS");
+      GTEST_SKIP() << "not applicable here: " << r.out;
+    }
+    EXPECT_TRUE(stopped_at_misuse(r, SIGABRT, "tenon: free\\(0x[0-9a-f]+\\): double free")) << library;
+  }
+  unsetenv("TENON_PURGE_DELAY_MS");
+}
+
+// A free of a huge block held at huge.take (as above) while another thread
+// reallocs the block to a size it cannot grow to in place (a page is
+// mapped right after it), which moves it (mremap to a new place): the old
+// range is unmapped. Before (until 2026-11-29, branch hugeread) the held free
+// read the old header after the move: SIGSEGV (or a stranger's mapping read
+// as the header). Now its CAS on the unit map entry fails (the realloc took
+// the block first) and it reports the double free.
+TEST(RacingFrees, HugeBlockFreeHeldWhileReallocMovesIt) {
+  SKIP_UNLESS_PRELOAD();
+  for (const char* library : {TENON_PRELOAD_LIBRARY, TENON_SECURE_LIBRARY}) {
+    misuse_run r = run_misuse(TENON_GUARD_PROBE_PROGRAM, "realloc_free_held:5000000:20000000", library);
+    if (r.exited && r.exit_code == 77) GTEST_SKIP() << "not applicable here: " << r.out;
+    EXPECT_TRUE(stopped_at_misuse(r, SIGABRT, "tenon: free\\(0x[0-9a-f]+\\): double free")) << library;
+  }
+}
+
 // A small block freed by a thread that does not own it, past that thread's
 // quarantine, waits in its owner's inbox; a second free before the owner
 // sorts it must say "double free" (issue 11's gaps, item 2). Until

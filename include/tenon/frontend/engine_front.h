@@ -99,7 +99,8 @@ struct engine_front {
   static void free_irregular(void* p) noexcept;  // NULL, huge, foreign, or a chunk off the fast table
   static void free_not_owned(span* s, void* p) noexcept;  // a block of a chunk, s not this thread's heap's
   static void* realloc_slow(void* p, std::size_t n) noexcept;
-  static void* realloc_huge(huge_header* h, void* p, std::size_t n) noexcept;  // a huge block no heap owns
+  // a huge block no heap owns, taken (huge_take gave `old`)
+  static void* realloc_huge(huge_header* h, void* p, std::size_t n, std::size_t old) noexcept;
 
  private:
   // p is inside a chunk: free it into its span.

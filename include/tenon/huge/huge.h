@@ -57,8 +57,26 @@ inline void huge_set_usable(huge_header* h, std::size_t usable) {
   std::atomic_ref<std::size_t>(h->usable).store(usable, std::memory_order_release);
 }
 
-// The header of a huge block, or nullptr if p is not the start of one.
+// The header of a huge block, or nullptr if p is not the start of one. Its
+// bytes are not the caller's to read (another thread may unmap them the
+// next instant) unless it holds the block (huge_take).
 huge_header* huge_lookup(const void* p);
+// The block p starts taken by a free or a realloc: nullptr if p starts no
+// huge block; else its header, with *usable its usable size, the block now
+// the caller's alone (its unit map entry held, its usable size 0) until it
+// frees it (huge_maps::free_claimed, resize) or gives it back
+// (huge_release); or *usable 0 if another call holds it (a free, a realloc,
+// the huge cache: p was freed, a double free), whose header the caller must
+// not read: the holder may have unmapped or moved it (issue 11; until
+// 2026-11-29, branch hugeread, the header's exchange was the first claim,
+// and a free that lost the race read the header after the winner unmapped
+// it). The entry is taken first, by one CAS: of two calls on one block
+// exactly one wins, and the loser's CAS fails on the entry the winner held,
+// cleared or moved; only the holder unmaps, moves or releases the block.
+huge_header* huge_take(const void* p, std::size_t* usable);
+// A block taken (huge_take gave `usable`) live again at `usable` bytes,
+// unfreed: its size set, then its entry published not held (release).
+void huge_release(huge_header* h, std::size_t usable);
 // Is p inside the range a huge block maps in the unit where its user pointer
 // is (its header page, its start, or after)? A pointer elsewhere in that unit
 // lies in someone else's memory. Neither call reads the block's memory unless
@@ -74,18 +92,16 @@ class huge_maps {
   // Returns nullptr (errno ENOMEM) when memory cannot be had; *zeroed: the
   // block is known to read as zeros.
   void* alloc(std::size_t n, std::size_t align, bool* zeroed);
-  // Frees h's block, unless another free took it first: false then (a
-  // double free, which the caller reports). The free claims the block by
-  // one exchange of its usable size to 0 (the freed mark, huge_claim): of
-  // two frees at the same instant exactly one gets the size back, and the
-  // other 0.
-  [[nodiscard]] bool free(huge_header* h);
-  // Frees h's block, claimed by the caller (huge_claim gave it `usable`).
+  // Frees the block p starts, unless another call holds it: false then (a
+  // double free, which the caller reports). The free takes the block first
+  // (huge_take): of two frees at the same instant exactly one gets it.
+  [[nodiscard]] bool free(const void* p);
+  // Frees h's block, taken by the caller (huge_take gave it `usable`).
   void free_claimed(huge_header* h, std::size_t usable);
-  // Grow or shrink h's block, claimed by the caller (huge_claim gave it
+  // Grow or shrink h's block, taken by the caller (huge_take gave it
   // `usable`), without copying: the block, live again at its new size; or
-  // nullptr if it cannot, the block unchanged and still claimed (the caller
-  // copies it, or sets its size back).
+  // nullptr if it cannot, the block unchanged and still taken (the caller
+  // copies it, or gives it back: huge_release).
   void* resize(huge_header* h, std::size_t usable, std::size_t n);
   // Drop every cached block; true if anything was released.
   bool flush_cache();

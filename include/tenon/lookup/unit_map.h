@@ -32,8 +32,13 @@ inline char* unit_base(const void* p) {
 enum class unit_kind : std::uint8_t { none = 0, chunk = 1, huge = 2 };
 
 // An entry: kind (bits 0-1); for a huge block, whether its header is one unit
-// below (bit 2), the offset of its user pointer in the unit (bits 3-25) and
-// the offset where its mapping ends in the unit (bits 26-48, at most 4 MiB).
+// below (bit 2), the offset of its user pointer in the unit (bits 3-25), the
+// offset where its mapping ends in the unit (bits 26-48, at most 4 MiB) and
+// whether a call holds the block (bit 49: a free or realloc that took it, or
+// the huge cache; huge_take, src/huge/lookup.cpp). Only the holder reads the
+// block's header, changes the entry or gives the range back: a lookup may
+// read the entry of a block that is unmapped the next instant, never its
+// header.
 class unit_entry {
  public:
   constexpr unit_entry() = default;
@@ -47,6 +52,8 @@ class unit_entry {
   bool header_below() const { return (w_ >> 2) & 1; }
   std::size_t user_offset() const { return (w_ >> 3) & ((std::uint64_t{1} << 23) - 1); }
   std::size_t end_offset() const { return (w_ >> 26) & ((std::uint64_t{1} << 23) - 1); }
+  bool held() const { return (w_ >> 49) & 1; }
+  unit_entry with_held() const { return unit_entry(w_ | std::uint64_t{1} << 49); }
   std::uint64_t word() const { return w_; }
 
  private:
@@ -65,5 +72,8 @@ bool prepare(const void* unit_base);
 // Publishes / withdraws the entry of a prepared unit (release).
 void set(const void* unit_base, unit_entry e);
 void clear(const void* unit_base);
+// The entry of a prepared unit replaced by `desired` if it is `expected`
+// (one CAS, acq_rel): false if it was not.
+bool replace(const void* unit_base, unit_entry expected, unit_entry desired);
 
 }  // namespace tenon::lookup

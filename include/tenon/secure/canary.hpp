@@ -169,7 +169,7 @@ struct canary : pass_through<Inner> {
   // A huge block is held while it is read (realloc_held).
   [[gnu::noinline]] static void* realloc(void* p, std::size_t n) noexcept {
     if (!ours(p)) return realloc_foreign(p, n);
-    if (huge_header* h = huge_start(p)) return realloc_held(h, static_cast<char*>(p), n);
+    if (huge_start(p)) return realloc_held(static_cast<char*>(p), n);
     std::size_t old = realloc_checked(static_cast<const char*>(p));
     void* q = alloc(n);
     if (!q) return nullptr;
@@ -216,19 +216,20 @@ struct canary : pass_through<Inner> {
     return q ? seal(q, n, 0) : nullptr;
   }
 
-  // realloc of huge block h at p: checked and, moved to a block that is
-  // not huge, copied while held (hold_huge). Until 2026-11-29 its check read
+  // realloc of huge block p, taken (take_huge): checked and, moved to a
+  // block that is not huge, copied while held. Until 2026-11-29 its check read
   // the header and the copy read the block with nothing held: a free racing
   // it put the block in the huge cache, which closes its pages, and the copy
   // ended by SIGSEGV (RacingFrees.HugeBlockReallocAndFreeAtOnce). A huge
   // size goes to Inner's realloc, which claims the block again itself (a
   // free between the two finds the block live and frees it, and Inner's
   // claim reports).
-  [[gnu::noinline]] static void* realloc_held(huge_header* h, char* p, std::size_t n) noexcept {
-    std::size_t usable = hold_huge(h, p, "realloc");
+  [[gnu::noinline]] static void* realloc_held(char* p, std::size_t n) noexcept {
+    std::size_t usable;
+    huge_header* h = take_huge(p, "realloc", &usable);
     opened o = check_at(p, p + usable - kHeader, "realloc");
     if (n > kMaxLarge && n <= kMaxRequest - kHeader - kTail) {
-      huge_set_usable(h, usable);
+      huge_release(h, usable);
       return realloc_huge(p, n);
     }
     void* q = alloc(n);
@@ -236,7 +237,7 @@ struct canary : pass_through<Inner> {
       std::memcpy(q, p, o.size < n ? o.size : n);
       mark_freed(o);
     }
-    huge_set_usable(h, usable);  // a free that takes it now reads the freed tag
+    huge_release(h, usable);  // a free that takes it now reads the freed tag
     if (q) Inner::dealloc(p);
     return q;
   }
@@ -410,9 +411,12 @@ struct canary : pass_through<Inner> {
   }
 
   // Whether p starts a large block of Inner's (a page-aligned block start
-  // of a large span) or a huge one: its header is at the end (above).
+  // of a large span) or a huge one: its header is at the end (above). p is
+  // a multiple of 8: is_regular first, in line, as ours() does (GCC stopped
+  // inlining in_chunk into alloc_fitting on branch hugeread: the secure
+  // pair 284.26 -> 284.35).
   static bool starts_inner_block(const void* p) {
-    return lookup::in_chunk(p) ? starts_large_span(p) : starts_huge_block(p);
+    return lookup::is_regular(p) || lookup::in_chunk(p) ? starts_large_span(p) : starts_huge_block(p);
   }
   static bool starts_large_span(const void* p) {
     const span* s = lookup::span_of(p);
@@ -523,11 +527,11 @@ struct canary : pass_through<Inner> {
   // A page-aligned p: a huge block's start is held while it is read
   // (give_back_huge); any other is checked as give_back checks it.
   [[gnu::noinline]] static void give_back_aligned(char* p, const char* op, const std::size_t* sized) {
-    if (huge_header* h = huge_start(p)) return give_back_huge(h, p, op, sized);
+    if (huge_start(p)) return give_back_huge(p, op, sized);
     give_back_checked(p, check_block(p, op), op, sized);
   }
 
-  // Huge block h at p, held while its end header and canary are read and
+  // Huge block p, held while its end header and canary are read and
   // the freed tag written, then set live again for Inner's free, which
   // claims it once more. Until 2026-11-29 the check read the mark and then
   // the end header: a free racing it that claimed the block between the two
@@ -537,30 +541,37 @@ struct canary : pass_through<Inner> {
   // frees one holds the block and the other finds it taken, or finds the
   // freed tag once it is set live again, or Inner's claim finds it taken by
   // the other: a report each time, and no read of a page that may be closed.
-  [[gnu::noinline]] static void give_back_huge(huge_header* h, char* p, const char* op, const std::size_t* sized) {
-    std::size_t usable = hold_huge(h, p, op);
+  // The block is taken (take_huge gave `usable`) before its header is read
+  // (since 2026-11-29, branch hugeread: before, the claim was the header's
+  // exchange, and a free that lost the race read the header the other had
+  // unmapped).
+  [[gnu::noinline]] static void give_back_huge(char* p, const char* op, const std::size_t* sized) {
+    std::size_t usable;
+    huge_header* h = take_huge(p, op, &usable);
     TENON_INJECT_POINT("canary.huge_end");
     opened o = check_at(p, p + usable - kHeader, op);
     if (sized && *sized != o.size) report_misuse(op, p, "size does not match the block", o.size);
     mark_freed(o);
-    huge_set_usable(h, usable);  // release: a claim that takes it sees the freed tag
+    huge_release(h, usable);  // release: a take that wins it sees the freed tag
     Inner::dealloc(p);
   }
 
-  // A huge block's start p (page-aligned, outside the chunks), or nullptr.
-  [[gnu::noinline]] static huge_header* huge_start(const void* p) {
-    if ((reinterpret_cast<std::uintptr_t>(p) & 4095) != 0 || lookup::in_chunk(p)) return nullptr;
-    return huge_lookup(p);
+  // Whether p starts a huge block (page-aligned, outside the chunks): a
+  // lookup of its entry, nothing of the block read.
+  [[gnu::noinline]] static bool huge_start(const void* p) {
+    return (reinterpret_cast<std::uintptr_t>(p) & 4095) == 0 && !lookup::in_chunk(p) && starts_huge_block(p);
   }
 
-  // Huge block h at p, claimed as the engine's free claims it (huge_claim):
-  // the block is this call's alone (no other free or realloc closes its
-  // pages) until it sets its size again. Its usable size; a freed block
-  // (0) is reported.
-  static std::size_t hold_huge(huge_header* h, const char* p, const char* op) {
-    std::size_t usable = huge_claim(h);
-    if (usable == 0) report_misuse(op, p, freed_twice(op), 0);
-    return usable;
+  // The huge block p, which huge_start found, taken as the engine's free
+  // takes it (huge_take): the block is this call's alone (no other free or
+  // realloc closes its pages) until it gives it back (huge_release);
+  // *usable its usable size. Held by another call (a free, a realloc, the
+  // huge cache), or gone since the lookup (freed and unmapped, or moved, by
+  // another call): a double free, reported with nothing of it read.
+  static huge_header* take_huge(const char* p, const char* op, std::size_t* usable) {
+    huge_header* h = huge_take(p, usable);
+    if (!h || *usable == 0) report_misuse(op, p, freed_twice(op), 0);
+    return h;
   }
 };
 
