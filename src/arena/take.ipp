@@ -20,7 +20,6 @@ inline span* form(chunk* c, unsigned first, unsigned n) {
   span* s = &c->spans[first];
   // Slices we just took are ours alone: nobody else touches their dirty bits.
   std::uint64_t dirty = c->dirty.load(std::memory_order_relaxed);
-  if (c->dense.load(std::memory_order_relaxed) & mask) c->dense.fetch_and(~mask, std::memory_order_relaxed);
   s->zeroed = (dirty & mask) == 0;
   s->some_clean = (dirty & mask) != mask;
   if (dirty & mask) c->dirty.fetch_and(~mask, std::memory_order_relaxed);
@@ -85,6 +84,7 @@ span* arena<C>::try_take(chunk* c, unsigned n, want w, bool dense_first, stats_t
       // The run's resident slices are in use again (form clears their bits).
       if (may_count_kept())
         count_kept(-static_cast<std::int64_t>(slice_bits::count(c->dirty.load(std::memory_order_relaxed) & mask)));
+      clear_dense(c, mask);
       return arena_detail::form(c, static_cast<unsigned>(pos), n);
     }
     count(st, shared_stats_, stat_retry_chunk_bitmap);
@@ -124,6 +124,22 @@ chunk* arena<C>::new_chunk(unsigned take_n, stats_t* st) {
   return c;
 }
 
+// The count moves only where a chunk's word goes from 0 to not 0 or back,
+// which the old value of each fetch_or / fetch_and tells, so it stays exact
+// over time; relaxed, a decrement may come before its increment and the count
+// read -1 a moment (the pass then runs, as for any count but 0).
+template <class C>
+void arena<C>::mark_dense(chunk* c, std::uint64_t bits) {
+  if (c->dense.fetch_or(bits, std::memory_order_relaxed) == 0) dense_chunks_.fetch_add(1, std::memory_order_relaxed);
+}
+
+template <class C>
+void arena<C>::clear_dense(chunk* c, std::uint64_t mask) {
+  if (!(c->dense.load(std::memory_order_relaxed) & mask)) return;
+  std::uint64_t old = c->dense.fetch_and(~mask, std::memory_order_relaxed);
+  if (old && !(old & ~mask)) dense_chunks_.fetch_sub(1, std::memory_order_relaxed);
+}
+
 // The held-bytes gauge moves with every run taken and given back.
 template <class C>
 span* arena<C>::take_span(unsigned nslices, chunk** hint, stats_t* st, bool dense_first) {
@@ -143,8 +159,10 @@ span* arena<C>::find_run(unsigned nslices, chunk** hint, stats_t* st, bool dense
   // out (mstress T2: 6.5 of 16 pages resident in a one-slice warm run, the
   // pool fed mostly by large blocks written at both ends), and a span formed
   // there faults in the rest as it carves (architecture.md, layer 4).
+  // No chunk with a dense bit (glibc-thread T2): no dense pass to scan 17 chunks for nothing.
+  bool dense_pass = dense_first && dense_chunks_.load(std::memory_order_relaxed) != 0;
   for (want w : {want::dense, want::warm, want::any}) {
-    if (w == want::dense && !dense_first) continue;
+    if (w == want::dense && !dense_pass) continue;
     bool warm_only = w != want::any;
     if (*hint) {
       if (span* s = try_take(*hint, nslices, w, dense_first, st)) return s;

@@ -64,6 +64,19 @@ TEST(SliceChoice, ALargeBlockLeavesTheSliceASpanLeftCarved) {
   EXPECT_EQ(c.taken, c.high);
 }
 
+// The carved slice taken, written by its new span and given back carved
+// again: found first again. The dense pass runs only while the arena counts
+// a chunk with a dense bit, a count that went to 0 at the take and must
+// come back at the second release (arena::dense_chunks_).
+TEST(SliceChoice, ASliceCarvedAgainAfterItsTakeIsTakenFirstAgain) {
+  choice c = take_after(/*low_carved=*/false, /*dense_first=*/true);
+  ASSERT_EQ(c.taken, c.high);
+  give_back(&g_hint->spans[c.taken], /*carved=*/true);
+  tenon::span* next = take(/*dense_first=*/true);
+  ASSERT_NE(next, nullptr);
+  EXPECT_EQ(next->first_slice, c.high);
+}
+
 // Purged, neither is resident: the span takes the lowest free slice, as
 // before any was carved.
 TEST(SliceChoice, APurgedSliceIsNoLongerCarved) {

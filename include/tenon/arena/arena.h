@@ -125,6 +125,9 @@ class arena {
   enum class want : std::uint8_t { dense, warm, any };
   span* find_run(unsigned nslices, chunk** hint, stats_t* st, bool dense_first);
   span* try_take(chunk* c, unsigned n, want w, bool dense_first, stats_t* st);
+  // chunk::dense's bits set and cleared, with dense_chunks_ kept.
+  void mark_dense(chunk* c, std::uint64_t bits);
+  void clear_dense(chunk* c, std::uint64_t mask);
   chunk* new_chunk(unsigned take_n, stats_t* st);
   bool advise_chunk(chunk* c);  // TENON_HUGE_PAGES=2 or 4: true if advised
   bool full_for_huge_pages();
@@ -151,6 +154,9 @@ class arena {
   std::atomic<registry_block*> registry_[kMaxChunks / kChunkRegistryBlock]{};
   std::atomic<std::uint32_t> nchunks_{0};
   std::atomic<std::uint32_t> scan_from_{0};  // where the next warm-slice scan starts
+  // Chunks whose `dense` word is not 0 (a hint, moved when a word goes from 0
+  // to not 0 and back): find_run skips its dense pass while it reads 0.
+  std::atomic<std::int32_t> dense_chunks_{0};
   // Purge pass: at most one thread at a time; the claim is a CAS on this time.
   std::atomic<std::uint32_t> next_purge_ms_{0};
   // Slices marked over a chunk's cap since the last pass (release.ipp): a hint
