@@ -102,14 +102,6 @@
  *                    held free must be reported, never free the new block
  *                    (NOTE reused in place or elsewhere, then DONE, if it
  *                    was not)
- *   realloc_huge_free_held:N:M  in a library built with -DTENON_INJECT=ON
- *                    (SKIP, exit 77, in any other): a block of N bytes
- *                    realloc'd to M bytes (both huge) in one thread, held at
- *                    injection point canary.realloc_huge (the secure canary
- *                    has checked the block and given it back for the
- *                    engine's realloc) while another thread frees it, until
- *                    that free has returned; ACCESS before: the realloc must
- *                    be reported (NOTE what it returned, then DONE, if not)
  *   realloc_race:N:M a block of N bytes realloc'd to M bytes in one thread
  *                    and freed in another at the same instant; ACCESS
  *                    before: one of the two must be reported
@@ -136,7 +128,6 @@
  *                    address order) and NOTE order ... (each block's rank
  *                    by address); END */
 #include <dlfcn.h>
-#include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -449,30 +440,6 @@ static void* free_and_reuse_after_hold(void* arg) {
   return NULL;
 }
 
-/* realloc_huge_free_held: this thread reallocs, armed (it is the one held);
- * the other frees once it is held. */
-static void* g_realloc_q;
-static int g_realloc_errno;
-static void* realloc_armed(void* arg) {
-  (void)arg;
-  free(malloc(16));
-  __atomic_add_fetch(&g_race_ready, 1, __ATOMIC_SEQ_CST);
-  t_armed = 1;
-  g_realloc_q = realloc(g_race_p, g_race_m);
-  g_realloc_errno = errno;
-  t_armed = 0;
-  return NULL;
-}
-static void* free_after_hold(void* arg) {
-  (void)arg;
-  free(malloc(16));
-  while (!__atomic_load_n(&g_held, __ATOMIC_SEQ_CST)) {
-  }
-  free(g_race_p);
-  __atomic_store_n(&g_other_done, 1, __ATOMIC_SEQ_CST);
-  return NULL;
-}
-
 /* The end of the run of mappings p lies in (its VMAs one after another,
  * the closed pages of the secure build's blocks included), from
  * /proc/self/maps; 0 if not found. */
@@ -710,29 +677,6 @@ int main(int argc, char** argv) {
     if (race_two(free_and_reuse_after_hold)) return 2;
     /* The held free returned: it freed the new block if it got p's place. */
     printf("NOTE reused %s\n", g_reused == g_race_p ? "in place" : "elsewhere");
-    printf("DONE\n");
-  } else if (!strncmp(c, "realloc_huge_free_held:", 23)) {
-    size_t n = 0;
-    if (sscanf(c + 23, "%zu:%zu", &n, &g_race_m) != 2) return 2;
-    typedef void (*set_hook_fn)(void (*)(const char*));
-    set_hook_fn set_hook = (set_hook_fn)dlsym(RTLD_DEFAULT, "tenon_inject_set_hook");
-    if (!set_hook) {
-      printf("SKIP no injection points (a library built without -DTENON_INJECT=ON)\n");
-      return 77;
-    }
-    g_hold_point = "canary.realloc_huge";
-    printf("NOTE realloc_huge_free_held %zu %zu\n", n, g_race_m);
-    if (!(g_race_p = malloc(n))) return 2;
-    memset(g_race_p, 0x5a, n);
-    set_hook(hold_first);
-    printf("ACCESS realloc %p to %zu bytes, held while another thread frees it\n", (void*)g_race_p, g_race_m);
-    fflush(stdout);
-    pthread_t a, b;
-    if (pthread_create(&a, NULL, realloc_armed, NULL) || pthread_create(&b, NULL, free_after_hold, NULL) ||
-        pthread_join(a, NULL) || pthread_join(b, NULL))
-      return 2;
-    printf("NOTE realloc returned %p, errno %d%s\n", g_realloc_q, g_realloc_q ? 0 : g_realloc_errno,
-           __atomic_load_n(&g_held, __ATOMIC_SEQ_CST) ? "" : " (never held)");
     printf("DONE\n");
   } else if (!strncmp(c, "realloc_race:", 13)) {
     size_t n = 0;

@@ -230,7 +230,6 @@ struct canary : pass_through<Inner> {
     opened o = check_at(p, p + usable - kHeader, "realloc");
     if (n > kMaxLarge && n <= kMaxRequest - kHeader - kTail) {
       huge_release(h, usable);
-      TENON_INJECT_POINT("canary.realloc_huge");
       return realloc_huge(p, n);
     }
     void* q = alloc(n);
