@@ -409,6 +409,15 @@ static void hold_first(const char* point) {
   for (int i = 0; i < 2000 && !__atomic_load_n(&g_other_done, __ATOMIC_SEQ_CST); ++i) usleep(1000);
 }
 
+/* The library's tenon_inject_set_hook, or NULL (SKIP printed) in a library
+ * built without -DTENON_INJECT=ON. */
+typedef void (*set_hook_fn)(void (*)(const char*));
+static set_hook_fn inject_hook_setter(void) {
+  set_hook_fn set_hook = (set_hook_fn)dlsym(RTLD_DEFAULT, "tenon_inject_set_hook");
+  if (!set_hook) printf("SKIP no injection points (a library built without -DTENON_INJECT=ON)\n");
+  return set_hook;
+}
+
 /* realloc_race: one thread reallocs the block the other frees. */
 static size_t g_race_m;
 
@@ -622,12 +631,8 @@ int main(int argc, char** argv) {
     char* end;
     size_t n = strtoul(c + 15, &end, 10);
     if (*end == ':') g_hold_point = end + 1;
-    typedef void (*set_hook_fn)(void (*)(const char*));
-    set_hook_fn set_hook = (set_hook_fn)dlsym(RTLD_DEFAULT, "tenon_inject_set_hook");
-    if (!set_hook) {
-      printf("SKIP no injection points (a library built without -DTENON_INJECT=ON)\n");
-      return 77;
-    }
+    set_hook_fn set_hook = inject_hook_setter();
+    if (!set_hook) return 77;
     printf("NOTE free_race_held %zu %s\n", n, g_hold_point);
     if (!(g_race_p = malloc(n))) return 2;
     memset(g_race_p, 0x5a, n);
@@ -639,12 +644,8 @@ int main(int argc, char** argv) {
   } else if (!strncmp(c, "realloc_free_held:", 18)) {
     size_t n = 0;
     if (sscanf(c + 18, "%zu:%zu", &n, &g_race_m) != 2) return 2;
-    typedef void (*set_hook_fn)(void (*)(const char*));
-    set_hook_fn set_hook = (set_hook_fn)dlsym(RTLD_DEFAULT, "tenon_inject_set_hook");
-    if (!set_hook) {
-      printf("SKIP no injection points (a library built without -DTENON_INJECT=ON)\n");
-      return 77;
-    }
+    set_hook_fn set_hook = inject_hook_setter();
+    if (!set_hook) return 77;
     g_hold_point = "huge.take";
     printf("NOTE realloc_free_held %zu %zu\n", n, g_race_m);
     if (!(g_race_p = malloc(n))) return 2;
@@ -660,12 +661,8 @@ int main(int argc, char** argv) {
     printf("DONE\n");
   } else if (!strncmp(c, "free_reuse_held:", 16)) {
     g_race_n = strtoul(c + 16, NULL, 10);
-    typedef void (*set_hook_fn)(void (*)(const char*));
-    set_hook_fn set_hook = (set_hook_fn)dlsym(RTLD_DEFAULT, "tenon_inject_set_hook");
-    if (!set_hook) {
-      printf("SKIP no injection points (a library built without -DTENON_INJECT=ON)\n");
-      return 77;
-    }
+    set_hook_fn set_hook = inject_hook_setter();
+    if (!set_hook) return 77;
     g_hold_point = "huge.take";
     printf("NOTE free_reuse_held %zu\n", g_race_n);
     if (!(g_race_p = malloc(g_race_n))) return 2;
