@@ -306,12 +306,13 @@ TEST(RacingFrees, HugeBlockFreeHeldWhileReallocMovesIt) {
 }
 
 // A free of a huge block held at huge.take (as above) while another thread
-// frees the block and mallocs its size again, which gets the same place:
-// from the huge cache, or (TENON_PURGE_DELAY_MS=0) unmapped and mapped
-// again, its unit map entry the same word as the first block's. Until
-// 2026-11-29 (branch usable) the held free's CAS from the entry it read
-// before the hold then succeeded, and it freed the new block, which the
-// program still held: no report. The entry now carries a generation,
+// frees the block and mallocs its size again, which the huge cache hands
+// back at the same place, its unit map entry the same word as the first
+// block's. Until 2026-11-29 (branch usable) the held free's CAS from the
+// entry it read before the hold then succeeded, and it freed the new block,
+// which the program still held: no report, both libraries. (Also run with
+// TENON_PURGE_DELAY_MS=0, the block unmapped and mapped anew: reported
+// before too, 2 of 2; the new entry was not the old one there.) The entry now carries a generation,
 // bumped at every write but the take's, so the CAS fails and it reports.
 TEST(RacingFrees, HugeBlockFreeHeldWhileItsPlaceIsReused) {
   SKIP_UNLESS_PRELOAD();
