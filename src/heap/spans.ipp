@@ -101,6 +101,25 @@ void thread_heaps<C>::carve(span* s) {
   s->set_carved(s->carved + n);
 }
 
+// The span's next uncarved block, handed out as it is: neither its link
+// nor the clear of its first two words is written, so that a page the block
+// lies on that is not resident faults at the program's first write rather
+// than in malloc (docs/architecture.md, layer 5, "The first fill's faults").
+// Only where the uncarved part holds no allocator word (span::no_links) and
+// the config does not shuffle fresh blocks; else nullptr.
+template <class C>
+block* thread_heaps<C>::take_untouched(span* s) {
+  if constexpr (heap_detail::shuffles_fresh<C>()) {
+    return nullptr;
+  } else {
+    if (!s->no_links || s->carved >= s->capacity) return nullptr;
+    auto* b = reinterpret_cast<block*>(s->start + std::size_t{s->carved} * s->block_size);
+    s->set_carved(s->carved + 1);
+    s->add_used(1);
+    return b;
+  }
+}
+
 // A chain from a span's remote list that runs on past the `count` blocks
 // pushed onto it: a block was pushed twice (freed twice by threads that do
 // not own the span), which closed a cycle. Names the block that comes twice

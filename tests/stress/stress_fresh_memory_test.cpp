@@ -160,6 +160,40 @@ TEST(FreshMemory, PopulateCoversSpansOnDirtySlices) {
   if (checked == 0) GTEST_SKIP() << "no span formed on a freed run's slice";
 }
 
+// Option off: a block of a cached class (1 KiB and up) from a span formed on
+// slices that only large blocks used since they were fresh goes out
+// unwritten, its link and the clear of its first words skipped (they hold
+// no allocator word): its page faults at the program's first write, not in
+// malloc (docs/architecture.md, layer 5, "The first fill's faults"). Before,
+// the cache's refill carved and linked a quarter of its limit at once (16
+// blocks of the 4 KiB class, 16 pages faulted in by one malloc).
+TEST(FreshMemory, CachedBlocksOnALargeBlocksSlicesGoOutUnwritten) {
+  if (!rss_is_meaningful() || !untouched_is_visible()) GTEST_SKIP() << "residency is not visible here";
+  constexpr std::size_t kRun = 40 << 10, kSlice = 64 << 10;
+  std::vector<char*> runs;
+  for (int i = 0; i < 16; ++i) runs.push_back(static_cast<char*>(tenon_malloc(kRun)));
+  for (char* r : runs) {
+    ASSERT_NE(r, nullptr);
+    r[0] = 1;  // the first page only: the rest of the run stays untouched
+  }
+  for (char* r : runs) tenon_free(r);
+  std::vector<void*> small;
+  for (std::size_t size : {1000, 1500, 2000, 3000, 4000}) small.push_back(tenon_malloc(size));  // a span each
+  std::size_t checked = 0;
+  for (void* b : small) {
+    ASSERT_NE(b, nullptr);
+    auto slice = reinterpret_cast<std::uintptr_t>(b) & ~(std::uintptr_t{kSlice} - 1);
+    bool on_a_run = false;
+    for (char* r : runs) on_a_run |= reinterpret_cast<std::uintptr_t>(r) == slice;
+    if (!on_a_run) continue;
+    // The run's first page (its one byte), and no more: not the cache's refill.
+    EXPECT_LE(resident_in(reinterpret_cast<void*>(slice), kSlice), page()) << "span at " << slice;
+    ++checked;
+  }
+  for (void* b : small) tenon_free(b);
+  if (checked == 0) GTEST_SKIP() << "no span formed on a freed run's slice";
+}
+
 // TENON_POPULATE=4194304: the 8 MiB block is pre-faulted, the 1 MiB one not.
 TEST(FreshMemory, ThresholdPicksTheBigBlocks) {
   if (const char* why = populate_unseen()) GTEST_SKIP() << why;
