@@ -101,6 +101,8 @@ void thread_heaps<C>::carve(span* s) {
   s->set_carved(s->carved + n);
 }
 
+constexpr std::uint32_t kUntouchedMaxBlock = 4096;
+
 // The span's next uncarved block, handed out as it is: neither its link
 // nor the clear of its first two words is written, so that a page the block
 // lies on that is not resident faults at the program's first write rather
@@ -112,7 +114,7 @@ block* thread_heaps<C>::take_untouched(span* s) {
   if constexpr (heap_detail::shuffles_fresh<C>()) {
     return nullptr;
   } else {
-    if (!s->no_links || s->carved >= s->capacity) return nullptr;
+    if (!s->no_links || s->carved >= s->capacity || s->block_size > kUntouchedMaxBlock) return nullptr;
     auto* b = reinterpret_cast<block*>(s->start + std::size_t{s->carved} * s->block_size);
     s->set_carved(s->carved + 1);
     s->add_used(1);

@@ -152,6 +152,7 @@ class thread_heaps {
   // cache.ipp: the block cache of the classes with few blocks a span.
   bool cache_put_back(class_lists& l, span* s);
   bool cache_refill(heap_t* h, unsigned cls, block_cache& c, block** untouched);
+  block* untouched_on_avail(class_lists& l);
   void* cache_alloc(heap_t* h, unsigned cls);
   void cache_return(heap_t* h, block* b);
   [[gnu::noinline]] void cache_trim(heap_t* h, block_cache& c, std::uint32_t keep);
