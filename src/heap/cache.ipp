@@ -62,9 +62,8 @@ bool thread_heaps<C>::cache_refill(heap_t* h, unsigned cls, block_cache& c, bloc
 
 // The next untouched block (take_untouched) of the span at the head of the
 // class's avail list, left there, if that span has no free block and no
-// remote one waiting: what cache_refill would take, without its unlink,
-// push and search (mstress T2 took 3-8% more CPU time with them, one slow
-// path a block of its 5-10 KiB classes).
+// remote one waiting: what cache_refill would take, without its search and
+// the span's unlink and push, paid once a block on this path.
 template <class C>
 block* thread_heaps<C>::untouched_on_avail(class_lists& l) {
   span* s = l.avail;

@@ -101,12 +101,17 @@ void thread_heaps<C>::carve(span* s) {
   s->set_carved(s->carved + n);
 }
 
+// The biggest class whose blocks take_untouched hands out: the latency
+// row's faulting mallocs were of 1-4 KiB. A block of a page or more faults
+// once whichever way it goes out, and each untouched one is a slow path
+// (mstress's 5-10 KiB classes: 2% more instructions without this bound).
 constexpr std::uint32_t kUntouchedMaxBlock = 4096;
 
 // The span's next uncarved block, handed out as it is: neither its link
 // nor the clear of its first two words is written, so that a page the block
 // lies on that is not resident faults at the program's first write rather
-// than in malloc (docs/architecture.md, layer 5, "The first fill's faults").
+// than in malloc (docs/architecture.md, layer 5, "Blocks of 1-4 KiB handed
+// out unwritten").
 // Only where the uncarved part holds no allocator word (span::no_links) and
 // the config does not shuffle fresh blocks; else nullptr.
 template <class C>
