@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "tenon/common/checks.h"
+#include "tenon/common/inject.h"
 #include "tenon/frontend/engine_front.h"
 #include "tenon/frontend/foreign.h"
 #include "tenon/frontend/large_owner.h"
@@ -202,7 +203,10 @@ std::size_t engine_front<E>::usable_size(const void* p) noexcept {
     const span* s = lookup::span_of(p);
     return s->kind == span_kind::small ? s->block_size : large_runs<config>::usable(s, p);
   }
-  if (huge_header* h = huge_lookup(p)) return huge_usable(h);
+  if (huge_header* h = huge_lookup(p)) {
+    TENON_INJECT_POINT("huge.usable");
+    return huge_usable(h);
+  }
   if (huge_contains(p)) return 0;  // inside a huge block, not its start: not a block
   return foreign::usable_size(p);
 }

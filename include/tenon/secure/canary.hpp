@@ -230,6 +230,7 @@ struct canary : pass_through<Inner> {
     opened o = check_at(p, p + usable - kHeader, "realloc");
     if (n > kMaxLarge && n <= kMaxRequest - kHeader - kTail) {
       huge_release(h, usable);
+      TENON_INJECT_POINT("canary.realloc_huge");
       return realloc_huge(p, n);
     }
     void* q = alloc(n);
@@ -449,6 +450,7 @@ struct canary : pass_through<Inner> {
         return end_header_of(p);
       }
     } else if (const huge_header* h = huge_lookup(p)) {
+      TENON_INJECT_POINT("huge.usable");
       // Freed, its end is closed (or no longer its end): the huge header says.
       // Its usable size read once, for the test and the header's place: a
       // free racing this one may take it to 0 between two reads (the
