@@ -25,7 +25,7 @@ inline char* marked_unit(const huge_header* h) { return lookup::unit_base(h->use
 // while the block is (usable 0: claimed by a free or realloc, or cached, or
 // a split's tail not yet cached): its holder is the only thread that writes
 // the entry then. The usable size is the one the entry carries for
-// malloc_usable_size (huge_usable_at): every change of it is published
+// malloc_usable_size (huge_view_of): every change of it is published
 // (huge_release; a claim holds the entry first).
 inline lookup::unit_entry entry_for(const huge_header* h, std::size_t map_size) {
   char* unit = marked_unit(h);
