@@ -435,6 +435,19 @@ static set_hook_fn inject_hook_setter(void) {
   return set_hook;
 }
 
+/* The held cases' set-up: the hook (SKIP and 77 in a library without
+ * one), the point to hold at, and g_race_p, a block of n bytes written
+ * whole; 0, or the exit status. */
+static int hold_at(const char* point, size_t n) {
+  set_hook_fn set_hook = inject_hook_setter();
+  if (!set_hook) return 77;
+  g_hold_point = point;
+  if (!(g_race_p = malloc(n))) return 2;
+  memset(g_race_p, 0x5a, n);
+  set_hook(hold_first);
+  return 0;
+}
+
 /* realloc_race: one thread reallocs the block the other frees. */
 static size_t g_race_m;
 
@@ -687,13 +700,9 @@ int main(int argc, char** argv) {
   } else if (!strncmp(c, "free_race_held:", 15)) {
     char* end;
     size_t n = strtoul(c + 15, &end, 10);
-    if (*end == ':') g_hold_point = end + 1;
-    set_hook_fn set_hook = inject_hook_setter();
-    if (!set_hook) return 77;
-    printf("NOTE free_race_held %zu %s\n", n, g_hold_point);
-    if (!(g_race_p = malloc(n))) return 2;
-    memset(g_race_p, 0x5a, n);
-    set_hook(hold_first);
+    printf("NOTE free_race_held %zu %s\n", n, *end == ':' ? end + 1 : g_hold_point);
+    int status = hold_at(*end == ':' ? end + 1 : g_hold_point, n);
+    if (status) return status;
     printf("ACCESS free %p in two threads at once, the first held (%zu bytes)\n", (void*)g_race_p, n);
     fflush(stdout);
     if (race_two(free_at_once)) return 2;
@@ -701,16 +710,12 @@ int main(int argc, char** argv) {
   } else if (!strncmp(c, "realloc_free_held:", 18)) {
     size_t n = 0;
     if (sscanf(c + 18, "%zu:%zu", &n, &g_race_m) != 2) return 2;
-    set_hook_fn set_hook = inject_hook_setter();
-    if (!set_hook) return 77;
-    g_hold_point = "huge.take";
     printf("NOTE realloc_free_held %zu %zu\n", n, g_race_m);
-    if (!(g_race_p = malloc(n))) return 2;
-    memset(g_race_p, 0x5a, n);
+    int status = hold_at("huge.take", n);
+    if (status) return status;
     uintptr_t end = mapping_end(g_race_p);
     if (!end || mmap((void*)end, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) != (void*)end)
       printf("NOTE no page mapped after the block\n");
-    set_hook(hold_first);
     printf("ACCESS free %p held while another thread moves it by realloc (%zu bytes to %zu)\n", (void*)g_race_p, n,
            g_race_m);
     fflush(stdout);
@@ -718,13 +723,9 @@ int main(int argc, char** argv) {
     printf("DONE\n");
   } else if (!strncmp(c, "free_reuse_held:", 16)) {
     g_race_n = strtoul(c + 16, NULL, 10);
-    set_hook_fn set_hook = inject_hook_setter();
-    if (!set_hook) return 77;
-    g_hold_point = "huge.take";
     printf("NOTE free_reuse_held %zu\n", g_race_n);
-    if (!(g_race_p = malloc(g_race_n))) return 2;
-    memset(g_race_p, 0x5a, g_race_n);
-    set_hook(hold_first);
+    int status = hold_at("huge.take", g_race_n);
+    if (status) return status;
     printf("ACCESS free %p held while another thread frees it and mallocs %zu bytes again\n", (void*)g_race_p,
            g_race_n);
     fflush(stdout);
@@ -735,13 +736,9 @@ int main(int argc, char** argv) {
   } else if (!strncmp(c, "realloc_huge_free_held:", 23)) {
     size_t n = 0;
     if (sscanf(c + 23, "%zu:%zu", &n, &g_race_m) != 2) return 2;
-    set_hook_fn set_hook = inject_hook_setter();
-    if (!set_hook) return 77;
-    g_hold_point = "canary.realloc_huge";
     printf("NOTE realloc_huge_free_held %zu %zu\n", n, g_race_m);
-    if (!(g_race_p = malloc(n))) return 2;
-    memset(g_race_p, 0x5a, n);
-    set_hook(hold_first);
+    int status = hold_at("canary.realloc_huge", n);
+    if (status) return status;
     printf("ACCESS realloc %p to %zu bytes, held while another thread frees it\n", (void*)g_race_p, g_race_m);
     fflush(stdout);
     if (held_while_freed(realloc_armed)) return 2;
@@ -749,13 +746,9 @@ int main(int argc, char** argv) {
     printf("DONE\n");
   } else if (!strncmp(c, "usable_free_held:", 17)) {
     size_t n = strtoul(c + 17, NULL, 10);
-    set_hook_fn set_hook = inject_hook_setter();
-    if (!set_hook) return 77;
-    g_hold_point = "huge.usable";
     printf("NOTE usable_free_held %zu\n", n);
-    if (!(g_race_p = malloc(n))) return 2;
-    memset(g_race_p, 0x5a, n);
-    set_hook(hold_first);
+    int status = hold_at("huge.usable", n);
+    if (status) return status;
     printf("ACCESS malloc_usable_size(%p), held while another thread frees it\n", (void*)g_race_p);
     fflush(stdout);
     if (held_while_freed(usable_armed)) return 2;
