@@ -21,4 +21,30 @@ __attribute__((always_inline)) inline bool equals_relaxed(const std::atomic<std:
 #endif
 }
 
+// The same for a word that holds a pointer (a span's owner, compared with
+// the sorting heap in the owner's inbox sort: src/heap/remote.ipp).
+__attribute__((always_inline)) inline bool equals_relaxed(const std::atomic<void*>& word, const void* v) {
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+  static_assert(sizeof(word) == 8 && alignof(std::atomic<void*>) == 8);
+  bool equal;
+  asm("cmpq %2, %1" : "=@ccz"(equal) : "r"(v), "m"(word));
+  return equal;
+#else
+  return word.load(std::memory_order_relaxed) == v;
+#endif
+}
+
+// v < word, the word read with a relaxed load, in one compare with the word
+// in memory on x86-64 (a span's carved bound, read by a thread that does not
+// own the span: span::starts_carved_block_any_thread).
+__attribute__((always_inline)) inline bool below_relaxed(std::uint64_t v, const std::uint64_t& word) {
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+  bool below;
+  asm("cmpq %2, %1" : "=@ccb"(below) : "r"(v), "m"(word));
+  return below;
+#else
+  return v < __atomic_load_n(&word, __ATOMIC_RELAXED);
+#endif
+}
+
 }  // namespace tenon::os
