@@ -118,7 +118,8 @@ void thread_heaps<C>::cache_trim(heap_t* h, block_cache& c, std::uint32_t keep) 
 // test was made at the free (engine_front.ipp, is_small_block; here until
 // 2026-11-29, branch `remote`).
 template <class C>
-__attribute__((always_inline)) inline void thread_heaps<C>::sort_to_cache(heap_t* h, span* s, block* b, std::uint64_t key) {
+__attribute__((always_inline)) inline void thread_heaps<C>::sort_to_cache(heap_t* h, span* s, block* b,
+                                                                          std::uint64_t key) {
   unsigned i = kBlockCache.slot[s->cls];
   TENON_CHECK(i != block_cache_detail::kNone);  // push_to names a cache only for a cached class
   block_cache& c = h->cache[i];
