@@ -133,8 +133,9 @@ TEST(BlockCache, CrossThreadFreesOfCachedBlocks) {
 
 // A block of a cached class that another thread allocated, freed by a thread
 // that allocates the class too, is that thread's next block of the class
-// (cache.ipp, free_cached_remote): sent to its owner's inbox instead, it waited there for the
-// owner's next allocation slow path while this thread took another block.
+// (cache.ipp, free_cached_remote): sent to its owner's inbox instead, it
+// waited there for the owner's next allocation slow path while this thread
+// took another block.
 TEST(BlockCache, AnotherThreadsBlockFreedHereIsHandedOutHereNext) {
   std::atomic<void*> handed{nullptr};
   std::atomic<bool> done{false};
