@@ -165,6 +165,10 @@ void engine_front<E>::free_not_owned(span* s, void* p) noexcept {
     return;
   }
   if (__builtin_expect(!front_detail::is_small_block(s, p), 0)) return front_detail::report_not_small_block(s, p);
+  // A block of a cached class may stay in this thread's cache (cache.ipp,
+  // free_cached_remote): a tail call, the other classes' path unchanged.
+  if (kBlockCache.slot[s->cls] != block_cache_detail::kNone)
+    return E.heaps.free_cached_remote(h, s, static_cast<block*>(p));
   E.heaps.free_remote(h, s, static_cast<block*>(p));
 }
 
