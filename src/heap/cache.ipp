@@ -186,10 +186,10 @@ void thread_heaps<C>::flush_caches(heap_t* h, unsigned except) {
 // bound (until_slow: bound less cached), and the owner is a heap of this
 // part (a first-class heap's blocks go home: its destroy drops its spans
 // whatever is cached elsewhere; an unowned span's go to its list). The
-// tests the owner's free makes are made here: the block must start a
-// carved block and must not hold the free key (a double free): kept
-// unchecked, a slot never carved would be handed out here and again by its
-// owner's carve.
+// tests the owner's free makes are made before it is kept: the block must
+// start a carved block (the caller's is_small_block) and must not hold the
+// free key (a double free, here): kept unchecked, a slot never carved would
+// be handed out here and again by its owner's carve.
 template <class C>
 void thread_heaps<C>::free_cached_remote(heap_t* h, span* s, block* b) {
   block_cache& c = h->cache[kBlockCache.slot[s->cls]];
@@ -198,11 +198,9 @@ void thread_heaps<C>::free_cached_remote(heap_t* h, span* s, block* b) {
   auto* owner = static_cast<heap_t*>(s->owner.load(std::memory_order_acquire));
   if (h->current[s->cls] != &c.front || c.front.until_slow <= 0 || !owner || owner->home != this)
     return free_remote(h, s, b);
-  // The owner may be carving meanwhile: its bound read with a relaxed load
-  // (the plain read raced the owner's carve: ThreadSanitizer,
-  // stress.CrossThread.RandomSlotExchange). A block handed out was carved
-  // before the program passed it to this thread, so it passes.
-  if (__builtin_expect(!s->starts_carved_block_any_thread(b), 0)) report_not_carved_block(s, b);
+  // The block-start test against the carved blocks was made by the caller
+  // (engine_front.ipp, is_small_block, since branch `remote`).
+  TENON_CHECK(s->starts_carved_block_any_thread(b));
   std::uint64_t key = free_key();
   if (__builtin_expect(second_word(b) == key, 0)) report_keyed(s, b);
   // until_slow > 0: the push leaves it at 0 or more, so no slow path.
