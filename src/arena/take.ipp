@@ -53,16 +53,18 @@ void arena<C>::register_at(std::uint32_t idx, chunk* c) {
   registry_block* b = entry.load(std::memory_order_acquire);
   if (!b) {
     int saved = errno;
-    auto* fresh = static_cast<registry_block*>(platform::reserve(sizeof(registry_block), platform::page_size()));
+    // Whole pages: the slots' 64 KiB and the warm map's 1 KiB after them.
+    std::size_t bytes = (sizeof(registry_block) + platform::page_size() - 1) & ~(platform::page_size() - 1);
+    auto* fresh = static_cast<registry_block*>(platform::reserve(bytes, platform::page_size()));
     errno = saved;
     if (!fresh) return;
     if (entry.compare_exchange_strong(b, fresh, std::memory_order_acq_rel, std::memory_order_acquire)) {
       b = fresh;
     } else {
-      platform::release(fresh, sizeof(registry_block));
+      platform::release(fresh, bytes);
     }
   }
-  (*b).slots[idx % kChunkRegistryBlock].store(c, std::memory_order_release);
+  b->slots[idx % kChunkRegistryBlock].store(c, std::memory_order_release);
 }
 
 // A run of c for pass `w` of find_run, or nullptr. A caller that does not
@@ -185,9 +187,10 @@ bool arena<C>::listed_warm(chunk* c) {
 
 // A pass of find_run that only resident slices will do (dense or warm):
 // the chunks the warm map names, from where the last scan succeeded, at
-// most kWarmScanChunks of them in kWarmScanWords words of the map. Reading
-// chunks with nothing resident cost mstress T16 3% of its CPU when the scan
-// read 64 chunks straight (architecture.md, layer 4).
+// most kWarmScanChunks of them in kWarmScanWords words of the map: a chunk
+// with nothing resident costs a bit, not a read of its header, so the scan
+// can reach far where there is something to find (architecture.md, layer 4,
+// "The warm map").
 template <class C>
 span* arena<C>::take_warm(unsigned nslices, chunk** hint, want w, bool dense_first, stats_t* st) {
   std::uint32_t n = nchunks_.load(std::memory_order_acquire);

@@ -6,7 +6,6 @@
 // process, without the background purger (TENON_BACKGROUND_PURGE=0).
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <random>
 #include <thread>
 #include <vector>

@@ -132,13 +132,13 @@ class arena {
     std::atomic<std::uint64_t> warm[kChunkRegistryBlock / 64];
   };
   chunk* registered(std::uint32_t idx);
+  void register_at(std::uint32_t idx, chunk* c);
   std::atomic<std::uint64_t>* warm_word(std::uint32_t word);
   // c's bit in the warm map set where its `dirty` word went from 0 to not 0,
   // and cleared where it went back to 0 (see take.ipp).
   void mark_warm(chunk* c);
   void unmark_warm(chunk* c);
   span* take_warm(unsigned nslices, chunk** hint, want w, bool dense_first, stats_t* st);
-  void register_at(std::uint32_t idx, chunk* c);
   span* find_run(unsigned nslices, chunk** hint, stats_t* st, bool dense_first);
   span* try_take(chunk* c, unsigned n, want w, bool dense_first, stats_t* st);
   // chunk::dense's bits set and cleared, with dense_chunks_ kept.
