@@ -34,7 +34,7 @@ unsigned arena<C>::purge_run(chunk* c, unsigned first, unsigned n, stats_t* st) 
   if (dirty) before_purge(c);
   if (dirty && C::platform::purge(reinterpret_cast<char*>(c) + (std::size_t{first} << kSliceShift),
                                   std::size_t{n} << kSliceShift)) {
-    c->dirty.fetch_and(~dirty, std::memory_order_relaxed);
+    if (!(c->dirty.fetch_and(~dirty, std::memory_order_relaxed) & ~dirty)) unmark_warm(c);
     clear_dense(c, mask);
     done = static_cast<unsigned>(std::popcount(dirty));
     count_kept(-static_cast<std::int64_t>(done));

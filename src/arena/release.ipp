@@ -34,7 +34,7 @@ void arena<C>::release_span(span* s, stats_t* st, std::uint32_t idle_ms) {
   {
     [[maybe_unused]] section<typename C::sync, shared_structure::chunks> guard;
     for (unsigned i = first; i < first + n; ++i) c->dirty_ms[i].store(now - idle_ms, std::memory_order_relaxed);
-    c->dirty.fetch_or(mask, std::memory_order_relaxed);
+    if (c->dirty.fetch_or(mask, std::memory_order_relaxed) == 0) mark_warm(c);
     if (std::uint64_t carved = carved_slices(s)) mark_dense(c, carved);
     TENON_INJECT_POINT("chunk.release");
     // Release: the descriptor and dirty bits are written before the slices are

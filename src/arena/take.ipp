@@ -37,7 +37,7 @@ inline span* form(chunk* c, unsigned first, unsigned n) {
 template <class C>
 chunk* arena<C>::registered(std::uint32_t idx) {
   registry_block* b = registry_[idx / kChunkRegistryBlock].load(std::memory_order_acquire);
-  return b ? (*b)[idx % kChunkRegistryBlock].load(std::memory_order_acquire) : nullptr;
+  return b ? b->slots[idx % kChunkRegistryBlock].load(std::memory_order_acquire) : nullptr;
 }
 
 // Records c in slot idx. The slots live in blocks reserved as the count
@@ -53,16 +53,18 @@ void arena<C>::register_at(std::uint32_t idx, chunk* c) {
   registry_block* b = entry.load(std::memory_order_acquire);
   if (!b) {
     int saved = errno;
-    auto* fresh = static_cast<registry_block*>(platform::reserve(sizeof(registry_block), platform::page_size()));
+    // Whole pages: the slots' 64 KiB and the warm map's 1 KiB after them.
+    std::size_t bytes = (sizeof(registry_block) + platform::page_size() - 1) & ~(platform::page_size() - 1);
+    auto* fresh = static_cast<registry_block*>(platform::reserve(bytes, platform::page_size()));
     errno = saved;
     if (!fresh) return;
     if (entry.compare_exchange_strong(b, fresh, std::memory_order_acq_rel, std::memory_order_acquire)) {
       b = fresh;
     } else {
-      platform::release(fresh, sizeof(registry_block));
+      platform::release(fresh, bytes);
     }
   }
-  (*b)[idx % kChunkRegistryBlock].store(c, std::memory_order_release);
+  b->slots[idx % kChunkRegistryBlock].store(c, std::memory_order_release);
 }
 
 // A run of c for pass `w` of find_run, or nullptr. A caller that does not
@@ -82,10 +84,12 @@ span* arena<C>::try_take(chunk* c, unsigned n, want w, bool dense_first, stats_t
     std::uint64_t mask = slice_bits::run_mask(static_cast<unsigned>(pos), n);
     if (c->used.compare_exchange_weak(used, used | mask, std::memory_order_acquire, std::memory_order_relaxed)) {
       // The run's resident slices are in use again (form clears their bits).
-      if (may_count_kept())
-        count_kept(-static_cast<std::int64_t>(slice_bits::count(c->dirty.load(std::memory_order_relaxed) & mask)));
+      std::uint64_t dirty = c->dirty.load(std::memory_order_relaxed);
+      if (may_count_kept()) count_kept(-static_cast<std::int64_t>(slice_bits::count(dirty & mask)));
       clear_dense(c, mask);
-      return arena_detail::form(c, static_cast<unsigned>(pos), n);
+      span* s = arena_detail::form(c, static_cast<unsigned>(pos), n);
+      if ((dirty & mask) && !(dirty & ~mask)) unmark_warm(c);  // its last resident free slices
+      return s;
     }
     count(st, shared_stats_, stat_retry_chunk_bitmap);
   }
@@ -119,7 +123,9 @@ chunk* arena<C>::new_chunk(unsigned take_n, stats_t* st) {
   while (slot < kMaxChunks && !nchunks_.compare_exchange_weak(slot, slot + 1, std::memory_order_relaxed)) {
   }
   // Past kMaxChunks the chunk still works; it is just not shared for reuse.
+  c->slot = slot < kMaxChunks ? slot : kNoSlot;
   if (slot < kMaxChunks) register_at(slot, c);
+  if (c->dirty.load(std::memory_order_relaxed)) mark_warm(c);  // count_untouched_as_dirty's
   count(st, shared_stats_, stat_chunks_mapped);
   return c;
 }
@@ -138,6 +144,81 @@ void arena<C>::clear_dense(chunk* c, std::uint64_t mask) {
   if (!(c->dense.load(std::memory_order_relaxed) & mask)) return;
   std::uint64_t old = c->dense.fetch_and(~mask, std::memory_order_relaxed);
   if (old && !(old & ~mask)) dense_chunks_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+// Word `word` of the warm map, or nullptr (its registry block is not there).
+template <class C>
+std::atomic<std::uint64_t>* arena<C>::warm_word(std::uint32_t word) {
+  constexpr std::uint32_t per_block = kChunkRegistryBlock / 64;
+  registry_block* b = registry_[word / per_block].load(std::memory_order_acquire);
+  return b ? &b->warm[word % per_block] : nullptr;
+}
+
+// The warm map is a hint for find_run; the take is still the `used` CAS. Its
+// bits are set and cleared with acq_rel so that a clear that lands after a
+// set sees the setter's `dirty` write when unmark_warm reads the word again:
+// a 0 -> not 0 -> 0 race then leaves the bit as the word is (a bit left set
+// over a clean chunk costs one try_take, which clears it).
+template <class C>
+void arena<C>::mark_warm(chunk* c) {
+  if (c->slot == kNoSlot) return;
+  std::atomic<std::uint64_t>* w = warm_word(c->slot / 64);
+  std::uint64_t bit = std::uint64_t{1} << (c->slot % 64);
+  // Always the RMW, never a load that finds the bit set and skips it: the
+  // clear that such a load read before would not see our `dirty` write.
+  if (w) w->fetch_or(bit, std::memory_order_acq_rel);
+}
+
+template <class C>
+void arena<C>::unmark_warm(chunk* c) {
+  if (c->slot == kNoSlot) return;
+  std::atomic<std::uint64_t>* w = warm_word(c->slot / 64);
+  std::uint64_t bit = std::uint64_t{1} << (c->slot % 64);
+  if (!w || !(w->load(std::memory_order_relaxed) & bit)) return;
+  w->fetch_and(~bit, std::memory_order_acq_rel);
+  if (c->dirty.load(std::memory_order_relaxed)) w->fetch_or(bit, std::memory_order_acq_rel);  // released meanwhile
+}
+
+template <class C>
+bool arena<C>::listed_warm(chunk* c) {
+  std::atomic<std::uint64_t>* w = c->slot == kNoSlot ? nullptr : warm_word(c->slot / 64);
+  return w && (w->load(std::memory_order_relaxed) >> (c->slot % 64) & 1);
+}
+
+// A pass of find_run that only resident slices will do (dense or warm):
+// the chunks the warm map names, from where the last scan succeeded, at
+// most kWarmScanChunks of them in kWarmScanWords words of the map: a chunk
+// with nothing resident costs a bit, not a read of its header, so the scan
+// can reach far where there is something to find (architecture.md, layer 4,
+// "The warm map").
+template <class C>
+span* arena<C>::take_warm(unsigned nslices, chunk** hint, want w, bool dense_first, stats_t* st) {
+  std::uint32_t n = nchunks_.load(std::memory_order_acquire);
+  if (n > kMaxChunks) n = kMaxChunks;
+  if (!n) return nullptr;
+  std::uint32_t from = scan_from_.load(std::memory_order_relaxed) % n;
+  std::uint32_t words = (n + 63) / 64, first = from / 64;
+  std::uint64_t high = ~std::uint64_t{0} << (from % 64);  // the first word's bits from `from` on; the rest last
+  unsigned tries = 0;
+  for (std::uint32_t k = 0; k <= words && k <= kWarmScanWords; ++k) {
+    std::uint32_t word = (first + k) % words;
+    std::atomic<std::uint64_t>* map = warm_word(word);
+    if (!map) continue;
+    std::uint64_t bits = map->load(std::memory_order_relaxed) & (k == 0 ? high : k == words ? ~high : ~std::uint64_t{0});
+    for (; bits; bits &= bits - 1) {
+      std::uint32_t idx = word * 64 + static_cast<std::uint32_t>(std::countr_zero(bits));
+      chunk* c = registered(idx);
+      if (!c || c == *hint) continue;
+      if (span* s = try_take(c, nslices, w, dense_first, st)) {
+        *hint = c;
+        scan_from_.store(idx, std::memory_order_relaxed);
+        return s;
+      }
+      if (!c->dirty.load(std::memory_order_relaxed)) unmark_warm(c);
+      if (++tries == kWarmScanChunks) return nullptr;
+    }
+  }
+  return nullptr;
 }
 
 // The held-bytes gauge moves with every run taken and given back.
@@ -163,15 +244,17 @@ span* arena<C>::find_run(unsigned nslices, chunk** hint, stats_t* st, bool dense
   bool dense_pass = dense_first && dense_chunks_.load(std::memory_order_relaxed) != 0;
   for (want w : {want::dense, want::warm, want::any}) {
     if (w == want::dense && !dense_pass) continue;
-    bool warm_only = w != want::any;
     if (*hint) {
       if (span* s = try_take(*hint, nslices, w, dense_first, st)) return s;
+    }
+    if (w != want::any) {
+      if (span* s = take_warm(nslices, hint, w, dense_first, st)) return s;
+      continue;
     }
     std::uint32_t n = nchunks_.load(std::memory_order_acquire);
     if (n > kMaxChunks) n = kMaxChunks;
     std::uint32_t from = n ? scan_from_.load(std::memory_order_relaxed) % n : 0;
-    std::uint32_t limit = warm_only && n > kWarmScanChunks ? kWarmScanChunks : n;
-    for (std::uint32_t i = 0; i < limit; ++i) {
+    for (std::uint32_t i = 0; i < n; ++i) {
       std::uint32_t idx = (from + i) % n;
       chunk* c = registered(idx);
       if (!c || c == *hint) continue;

@@ -102,6 +102,10 @@ class arena {
   // another thread. One relaxed load once started or ruled out.
   void note_retained();
 
+  // Whether c's bit in the warm map is set (tests): it is while c has a free
+  // slice whose pages are resident, and may stay set a moment after.
+  bool listed_warm(chunk* c);
+
   // The counts made without a thread heap, and the held-bytes gauge.
   stats_t& shared_stats() { return shared_stats_; }
 
@@ -117,12 +121,24 @@ class arena {
   }
 
  private:
-  using registry_block = std::atomic<chunk*>[kChunkRegistryBlock];
-  chunk* registered(std::uint32_t idx);
-  void register_at(std::uint32_t idx, chunk* c);
   // What a pass of find_run takes: slices a span left carved, any free
   // resident ones, or any free ones.
   enum class want : std::uint8_t { dense, warm, any };
+  // A block of registry slots, and their chunks' bits in the warm map: bit
+  // i of warm[w] is set while the chunk in slot 64 w + i has a free slice
+  // whose pages are resident (its `dirty` word is not 0).
+  struct registry_block {
+    std::atomic<chunk*> slots[kChunkRegistryBlock];
+    std::atomic<std::uint64_t> warm[kChunkRegistryBlock / 64];
+  };
+  chunk* registered(std::uint32_t idx);
+  void register_at(std::uint32_t idx, chunk* c);
+  std::atomic<std::uint64_t>* warm_word(std::uint32_t word);
+  // c's bit in the warm map set where its `dirty` word went from 0 to not 0,
+  // and cleared where it went back to 0 (see take.ipp).
+  void mark_warm(chunk* c);
+  void unmark_warm(chunk* c);
+  span* take_warm(unsigned nslices, chunk** hint, want w, bool dense_first, stats_t* st);
   span* find_run(unsigned nslices, chunk** hint, stats_t* st, bool dense_first);
   span* try_take(chunk* c, unsigned n, want w, bool dense_first, stats_t* st);
   // chunk::dense's bits set and cleared, with dense_chunks_ kept.

@@ -30,7 +30,12 @@ struct chunk {
   // carved it (its pages written, so resident unless purged since, which
   // clears the bit); such slices go to spans first (arena::find_run)
   std::atomic<std::uint64_t> dense;
+  // The chunk's slot in its arena's registry (kNoSlot: not registered), for
+  // its bit in the warm map (arena::mark_warm). Written once, before the
+  // registry publishes the chunk.
+  std::uint32_t slot;
 };
+inline constexpr std::uint32_t kNoSlot = ~std::uint32_t{0};
 static_assert(sizeof(chunk) <= kSliceSize, "chunk header must fit in slice 0");
 static_assert(offsetof(chunk, index) == 0, "lookup::span_of reads the slice index at the chunk's base");
 

@@ -102,9 +102,11 @@ constexpr unsigned kPurgerStartSlices = 16;
 constexpr std::uint32_t kPurgerMinSleepMs = 10;
 
 // Taking slices looks for already-dirty ("warm") runs in this many chunks
-// before it uses clean ones (bounded, so a huge heap does not make every span
-// take a full scan).
-constexpr unsigned kWarmScanChunks = 16;
+// before it uses clean ones, of those the warm map says hold a free resident
+// slice, reading at most kWarmScanWords words of the map (bounded, so a huge
+// heap does not make every span take a full scan).
+constexpr unsigned kWarmScanChunks = 64;
+constexpr unsigned kWarmScanWords = 64;
 
 // Owned-chunk registry (for reuse scans and the purge pass): 1 TiB of chunks,
 // in blocks of 2^13 slots (64 KiB) reserved as the count reaches them.
