@@ -109,7 +109,8 @@ constexpr unsigned kWarmScanChunks = 64;
 constexpr unsigned kWarmScanWords = 64;
 
 // Owned-chunk registry (for reuse scans and the purge pass): 1 TiB of chunks,
-// in blocks of 2^13 slots (64 KiB) reserved as the count reaches them.
+// in blocks of 2^13 slots (64 KiB, and the warm map's 1 KiB after them: arena.h)
+// reserved as the count reaches them.
 constexpr std::size_t kMaxChunks = std::size_t{1} << 18;
 constexpr std::size_t kChunkRegistryBlock = std::size_t{1} << 13;
 
