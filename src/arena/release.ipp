@@ -22,6 +22,16 @@ inline std::uint64_t carved_slices(const span* s) {
   return whole ? slice_bits::run_mask(s->first_slice, whole) : 0;
 }
 
+// The slices of a small span that its carving reached at all, as chunk bits:
+// wherever a block was carved, its link and the free key may stay after it
+// (chunk::linked). None for a large block.
+inline std::uint64_t linked_slices(const span* s) {
+  if (s->kind != span_kind::small || s->carved == 0) return 0;
+  std::size_t carved = std::size_t{s->carved} * s->block_size;
+  unsigned n = static_cast<unsigned>((carved + kSliceSize - 1) >> kSliceShift);
+  return slice_bits::run_mask(s->first_slice, n < s->nslices ? n : s->nslices);
+}
+
 template <class C>
 void arena<C>::release_span(span* s, stats_t* st, std::uint32_t idle_ms) {
   chunk* c = chunk_of(s);
@@ -36,6 +46,7 @@ void arena<C>::release_span(span* s, stats_t* st, std::uint32_t idle_ms) {
     for (unsigned i = first; i < first + n; ++i) c->dirty_ms[i].store(now - idle_ms, std::memory_order_relaxed);
     c->dirty.fetch_or(mask, std::memory_order_relaxed);
     if (std::uint64_t carved = carved_slices(s)) mark_dense(c, carved);
+    if (std::uint64_t written = linked_slices(s)) c->linked.fetch_or(written, std::memory_order_relaxed);
     TENON_INJECT_POINT("chunk.release");
     // Release: the descriptor and dirty bits are written before the slices are
     // visible as free to the next taker (who acquires).

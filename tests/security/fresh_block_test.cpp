@@ -89,6 +89,28 @@ TEST(FreshBlocks, MemoryOfReleasedSpansLeavesNoLinkInTheFirstTwoWords) {
   }
 }
 
+// Blocks of the cached classes up to 4 KiB go out unwritten from spans on
+// slices no small span wrote since they were fresh or purged (chunk::linked,
+// docs/architecture.md, layer 5, "Blocks of 1-4 KiB handed out unwritten").
+// A large block in between does not make such a slice clean: small blocks'
+// links stay where the large block's user did not write. 200,000 blocks of
+// 16 bytes freed (each linked to the next), blocks of 40,000 bytes formed
+// over their slices and freed, written at their first byte only, then
+// blocks of 1-4 KiB: their first two words hold no link.
+TEST(FreshBlocks, SlicesOfALargeBlockAfterSmallOnesStillCleared) {
+  std::vector<void*> small(200000);
+  for (auto& b : small) b = tenon_malloc(16);
+  for (auto b = small.rbegin(); b != small.rend(); ++b) tenon_free(*b);
+  std::vector<char*> large(200);
+  for (auto& b : large) {
+    b = static_cast<char*>(tenon_malloc(40000));
+    ASSERT_NE(b, nullptr);
+    b[0] = 1;
+  }
+  for (char* b : large) tenon_free(b);
+  check_first_two_words_after(16);
+}
+
 // Blocks freed by another thread travel in batches whose third words name
 // a block further down the batch (the owner's sort prefetches it): the
 // sort, or the span's remote list where the owner's thread is gone, clears

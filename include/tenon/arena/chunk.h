@@ -30,6 +30,13 @@ struct chunk {
   // carved it (its pages written, so resident unless purged since, which
   // clears the bit); such slices go to spans first (arena::find_run)
   std::atomic<std::uint64_t> dense;
+  // bit i: a small span's carving reached slice i (its blocks' links and the
+  // free key may be anywhere in it) and no purge has zeroed it since. Set at
+  // a small span's release, cleared by a purge; a large run neither sets nor
+  // clears it (the large allocator writes no word of its own into a block).
+  // A small span formed on slices without it hands out its blocks of the
+  // cached classes untouched (span::no_links, heap/cache.ipp).
+  std::atomic<std::uint64_t> linked;
 };
 static_assert(sizeof(chunk) <= kSliceSize, "chunk header must fit in slice 0");
 static_assert(offsetof(chunk, index) == 0, "lookup::span_of reads the slice index at the chunk's base");
