@@ -26,9 +26,11 @@ huge_header* huge_lookup(const void* p) { return header_if_start(lookup::entry_o
 // (the held bit set, a resize, a move's clear, an unmap's clear), so a CAS
 // from the entry read here fails exactly when another call took the block
 // since: a double free, reported without a read of the header, which the
-// other may have unmapped or moved by then. What stays open: the block
-// unmapped and a new one mapped with an equal entry between the read and
-// the CAS (a free after reuse, as a double free of a block handed out again).
+// other may have unmapped or moved by then. A block freed and its place
+// handed out again between the read and the CAS (from the huge cache, or
+// unmapped and mapped anew) has an entry equal but for its generation
+// (unit_map.h), which every write bumps: the CAS fails there too (until
+// 2026-11-29, branch usable, it took and freed the new block).
 huge_header* huge_take(const void* p, std::size_t* usable) {
   lookup::unit_entry e = lookup::entry_of(p);
   huge_header* h = header_if_start(e, p);

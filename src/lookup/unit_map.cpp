@@ -56,9 +56,12 @@ bool prepare(const void* unit_base) {
   return true;
 }
 
-void set(const void* unit_base, unit_entry e) { entry_ref(unit_base).store(e.word(), std::memory_order_release); }
+void set(const void* unit_base, unit_entry e) {
+  leaf& entry = entry_ref(unit_base);
+  entry.store(e.after(unit_entry(entry.load(std::memory_order_acquire))).word(), std::memory_order_release);
+}
 
-void clear(const void* unit_base) { entry_ref(unit_base).store(0, std::memory_order_release); }
+void clear(const void* unit_base) { set(unit_base, unit_entry{}); }
 
 bool replace(const void* unit_base, unit_entry expected, unit_entry desired) {
   std::uint64_t w = expected.word();

@@ -92,6 +92,16 @@
  *                    block: it cannot grow in place), until the realloc
  *                    has returned (50 ms to 2 s); ACCESS before: the
  *                    held free must be reported
+ *   free_reuse_held:N  in a library built with -DTENON_INJECT=ON (SKIP,
+ *                    exit 77, in any other): a block of N bytes freed in one
+ *                    thread, held at injection point huge.take (as
+ *                    realloc_free_held), while another thread frees it and
+ *                    mallocs N bytes again, which may get the same place
+ *                    (from the huge cache, or unmapped and mapped again),
+ *                    until that thread has returned; ACCESS before: the
+ *                    held free must be reported, never free the new block
+ *                    (NOTE reused in place or elsewhere, then DONE, if it
+ *                    was not)
  *   realloc_race:N:M a block of N bytes realloc'd to M bytes in one thread
  *                    and freed in another at the same instant; ACCESS
  *                    before: one of the two must be reported
@@ -399,6 +409,15 @@ static void hold_first(const char* point) {
   for (int i = 0; i < 2000 && !__atomic_load_n(&g_other_done, __ATOMIC_SEQ_CST); ++i) usleep(1000);
 }
 
+/* The library's tenon_inject_set_hook, or NULL (SKIP printed) in a library
+ * built without -DTENON_INJECT=ON. */
+typedef void (*set_hook_fn)(void (*)(const char*));
+static set_hook_fn inject_hook_setter(void) {
+  set_hook_fn set_hook = (set_hook_fn)dlsym(RTLD_DEFAULT, "tenon_inject_set_hook");
+  if (!set_hook) printf("SKIP no injection points (a library built without -DTENON_INJECT=ON)\n");
+  return set_hook;
+}
+
 /* realloc_race: one thread reallocs the block the other frees. */
 static size_t g_race_m;
 
@@ -412,6 +431,22 @@ static void* realloc_after_hold(void* arg) {
   void* q = realloc(g_race_p, g_race_m);
   __atomic_store_n(&g_other_done, 1, __ATOMIC_SEQ_CST);
   return q;
+}
+
+/* free_reuse_held: once the free is held, this thread frees the block and
+ * mallocs its size again, which may be handed the same place. */
+static size_t g_race_n;
+static char* g_reused;
+static void* free_and_reuse_after_hold(void* arg) {
+  (void)arg;
+  free(malloc(16));
+  __atomic_add_fetch(&g_race_ready, 1, __ATOMIC_SEQ_CST);
+  while (!__atomic_load_n(&g_held, __ATOMIC_SEQ_CST)) {
+  }
+  free(g_race_p);
+  g_reused = malloc(g_race_n);
+  __atomic_store_n(&g_other_done, 1, __ATOMIC_SEQ_CST);
+  return NULL;
 }
 
 /* The end of the run of mappings p lies in (its VMAs one after another,
@@ -596,12 +631,8 @@ int main(int argc, char** argv) {
     char* end;
     size_t n = strtoul(c + 15, &end, 10);
     if (*end == ':') g_hold_point = end + 1;
-    typedef void (*set_hook_fn)(void (*)(const char*));
-    set_hook_fn set_hook = (set_hook_fn)dlsym(RTLD_DEFAULT, "tenon_inject_set_hook");
-    if (!set_hook) {
-      printf("SKIP no injection points (a library built without -DTENON_INJECT=ON)\n");
-      return 77;
-    }
+    set_hook_fn set_hook = inject_hook_setter();
+    if (!set_hook) return 77;
     printf("NOTE free_race_held %zu %s\n", n, g_hold_point);
     if (!(g_race_p = malloc(n))) return 2;
     memset(g_race_p, 0x5a, n);
@@ -613,12 +644,8 @@ int main(int argc, char** argv) {
   } else if (!strncmp(c, "realloc_free_held:", 18)) {
     size_t n = 0;
     if (sscanf(c + 18, "%zu:%zu", &n, &g_race_m) != 2) return 2;
-    typedef void (*set_hook_fn)(void (*)(const char*));
-    set_hook_fn set_hook = (set_hook_fn)dlsym(RTLD_DEFAULT, "tenon_inject_set_hook");
-    if (!set_hook) {
-      printf("SKIP no injection points (a library built without -DTENON_INJECT=ON)\n");
-      return 77;
-    }
+    set_hook_fn set_hook = inject_hook_setter();
+    if (!set_hook) return 77;
     g_hold_point = "huge.take";
     printf("NOTE realloc_free_held %zu %zu\n", n, g_race_m);
     if (!(g_race_p = malloc(n))) return 2;
@@ -631,6 +658,22 @@ int main(int argc, char** argv) {
            g_race_m);
     fflush(stdout);
     if (race_two(realloc_after_hold)) return 2;
+    printf("DONE\n");
+  } else if (!strncmp(c, "free_reuse_held:", 16)) {
+    g_race_n = strtoul(c + 16, NULL, 10);
+    set_hook_fn set_hook = inject_hook_setter();
+    if (!set_hook) return 77;
+    g_hold_point = "huge.take";
+    printf("NOTE free_reuse_held %zu\n", g_race_n);
+    if (!(g_race_p = malloc(g_race_n))) return 2;
+    memset(g_race_p, 0x5a, g_race_n);
+    set_hook(hold_first);
+    printf("ACCESS free %p held while another thread frees it and mallocs %zu bytes again\n", (void*)g_race_p,
+           g_race_n);
+    fflush(stdout);
+    if (race_two(free_and_reuse_after_hold)) return 2;
+    /* The held free returned: it freed the new block if it got p's place. */
+    printf("NOTE reused %s\n", g_reused == g_race_p ? "in place" : "elsewhere");
     printf("DONE\n");
   } else if (!strncmp(c, "realloc_race:", 13)) {
     size_t n = 0;

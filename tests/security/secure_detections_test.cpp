@@ -305,6 +305,28 @@ TEST(RacingFrees, HugeBlockFreeHeldWhileReallocMovesIt) {
   }
 }
 
+// A free of a huge block held at huge.take (as above) while another thread
+// frees the block and mallocs its size again, which the huge cache hands
+// back at the same place, its unit map entry the same word as the first
+// block's. Until 2026-11-29 (branch usable) the held free's CAS from the
+// entry it read before the hold then succeeded, and it freed the new block,
+// which the program still held: no report, both libraries. (Also run with
+// TENON_PURGE_DELAY_MS=0, the block unmapped and mapped anew: reported
+// before too, 2 of 2; the new entry was not the old one there.) The entry now carries a generation,
+// bumped at every write but the take's, so the CAS fails and it reports.
+TEST(RacingFrees, HugeBlockFreeHeldWhileItsPlaceIsReused) {
+  SKIP_UNLESS_PRELOAD();
+  for (const char* delay : {"", "0"})
+    for (const char* library : {TENON_PRELOAD_LIBRARY, TENON_SECURE_LIBRARY}) {
+      if (*delay) setenv("TENON_PURGE_DELAY_MS", delay, 1);
+      misuse_run r = run_misuse(TENON_GUARD_PROBE_PROGRAM, "free_reuse_held:5000000", library);
+      unsetenv("TENON_PURGE_DELAY_MS");
+      if (r.exited && r.exit_code == 77) GTEST_SKIP() << "not applicable here: " << r.out;
+      EXPECT_TRUE(stopped_at_misuse(r, SIGABRT, "tenon: free\\(0x[0-9a-f]+\\): double free"))
+          << library << " TENON_PURGE_DELAY_MS=" << delay;
+    }
+}
+
 // A small block freed by a thread that does not own it, past that thread's
 // quarantine, waits in its owner's inbox; a second free before the owner
 // sorts it must say "double free" (issue 11's gaps, item 2). Until

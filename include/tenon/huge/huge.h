@@ -40,11 +40,13 @@ inline std::size_t huge_usable(const huge_header* h) {
   return std::atomic_ref<std::size_t>(const_cast<huge_header*>(h)->usable).load(std::memory_order_relaxed);
 }
 // The claim of a block by its free or its realloc: the usable size taken for
-// 0 (the freed mark) in one exchange, so that of two calls on one block at
-// the same instant exactly one gets the size back and the other 0 (a double
-// free, which it reports), and the block is the claimer's alone until it
-// frees it or sets its size again (issue 11; free's since 2026-11-29,
-// realloc's and the canary's since later that day). acq_rel: a claim that
+// 0 (the freed mark) in one exchange. Called only by huge_take, after its CAS
+// on the unit map entry won the block: that CAS decides which of two calls
+// on one block at the same instant gets it (since 2026-11-29, branch
+// hugeread; before, this exchange decided it, after a read of the header
+// that the winner may have unmapped). The exchange gives the size and leaves
+// the freed mark, and the block is the claimer's alone until it frees it or
+// releases it (huge_release). acq_rel: a claim that
 // takes a size huge_set_usable put back sees what that thread wrote before
 // (the canary's freed tag at the block's end).
 inline std::size_t huge_claim(huge_header* h) {

@@ -39,6 +39,13 @@ enum class unit_kind : std::uint8_t { none = 0, chunk = 1, huge = 2 };
 // block's header, changes the entry or gives the range back: a lookup may
 // read the entry of a block that is unmapped the next instant, never its
 // header.
+// Bits 50-63 of every entry count its writes (set, clear: all but the take's
+// CAS, which keeps them), mod 2^14: a block freed and its place handed out
+// again (from the huge cache, or unmapped and mapped anew) has an entry
+// whose other bits may equal the old block's, and a CAS from the old entry
+// must fail (a free that read it, then lost the race: huge_take; until
+// 2026-11-29, branch usable, it took and freed the new block). It fails
+// unless 16384 writes to the entry fall between the read and the CAS.
 class unit_entry {
  public:
   constexpr unit_entry() = default;
@@ -54,6 +61,14 @@ class unit_entry {
   std::size_t end_offset() const { return (w_ >> 26) & ((std::uint64_t{1} << 23) - 1); }
   bool held() const { return (w_ >> 49) & 1; }
   unit_entry with_held() const { return unit_entry(w_ | std::uint64_t{1} << 49); }
+  static constexpr int kGenerationShift = 50;
+  std::uint64_t generation() const { return w_ >> kGenerationShift; }
+  // This entry's bits with the generation after `previous`'s (the entry it
+  // replaces), mod 2^14.
+  unit_entry after(unit_entry previous) const {
+    constexpr std::uint64_t low = (std::uint64_t{1} << kGenerationShift) - 1;
+    return unit_entry((w_ & low) | (previous.generation() + 1) << kGenerationShift);
+  }
   std::uint64_t word() const { return w_; }
 
  private:
@@ -69,7 +84,10 @@ unit_entry entry_of(const void* p);
 // that cannot be undone, so that set() itself never fails.
 bool prepare(const void* unit_base);
 
-// Publishes / withdraws the entry of a prepared unit (release).
+// Publishes / withdraws the entry of a prepared unit (release), its
+// generation one past the entry it replaces (unit_entry). Only the unit's
+// one writer calls them (the holder of its huge block, or the one that
+// maps its chunk or block): the entry's read and store are not one step.
 void set(const void* unit_base, unit_entry e);
 void clear(const void* unit_base);
 // The entry of a prepared unit replaced by `desired` if it is `expected`
