@@ -62,6 +62,14 @@ concept layer = requires(std::size_t n, std::size_t align, void* p, const void* 
 //                                           (glibc's reporting calls then go to the next library's). A
 //                                           wrapper always inherits its inner layer's: the figures describe
 //                                           the memory underneath.
+//   void* realloc_taken(huge_header* h, void* p, std::size_t n, std::size_t usable)
+//                                           only among tenon's own layers over its engines, never
+//                                           inherited (a layer must state that it passes it on): p starts
+//                                           huge block h, which the caller has taken (huge_take gave it
+//                                           `usable`, not 0), realloc'd as by realloc without a second
+//                                           take, so that no free can come between (the secure canary's
+//                                           realloc; <tenon/huge/huge.h>); the block is given back
+//                                           whatever the answer.
 //   void release()                          only in a composition over a heap (tenon::heap_layer,
 //                                           <tenon/heap_layer.hpp>): every block it handed out is
 //                                           released at once; a layer keeping blocks of its inner

@@ -202,7 +202,8 @@ std::size_t engine_front<E>::usable_size(const void* p) noexcept {
     const span* s = lookup::span_of(p);
     return s->kind == span_kind::small ? s->block_size : large_runs<config>::usable(s, p);
   }
-  if (huge_header* h = huge_lookup(p)) return huge_usable(h);
+  huge_view v;
+  if (huge_view_of(p, &v)) return v.usable;  // from its unit map entry: no read of a block a free may unmap
   if (huge_contains(p)) return 0;  // inside a huge block, not its start: not a block
   return foreign::usable_size(p);
 }
@@ -230,11 +231,7 @@ void* engine_front<E>::realloc_slow(void* p, std::size_t n) noexcept {
     }
   } else if (huge_header* h = huge_take(p, &old)) {
     if (old == 0) report_misuse("realloc", p, "double free", 0);
-    if (!h->owner) return realloc_huge(h, p, n, old);
-    // A heap's block is not moved in place (its heap records the pointer),
-    // and its free goes through its heap, whose slot takes it once (a
-    // second free is ignored there, heaps.cpp).
-    huge_release(h, old);
+    return realloc_taken(h, p, n, old);
   } else if (huge_contains(p)) {
     // Inside a huge block, not its start: not a block. Never read as a
     // glibc block, whose header would be the huge block's own bytes.
@@ -247,11 +244,33 @@ void* engine_front<E>::realloc_slow(void* p, std::size_t n) noexcept {
       case foreign::resize::move: break;
     }
   }
+  return move_block(p, n, old);
+}
+
+// p's `old` bytes copied to a new block of n, then p freed.
+template <auto& E>
+void* engine_front<E>::move_block(void* p, std::size_t n, std::size_t old) noexcept {
   void* q = alloc(n);
   if (!q) return nullptr;  // errno is ENOMEM; p is untouched
   memcpy(q, p, old < n ? old : n);
   dealloc(p);
   return q;
+}
+
+// The huge block h (at p), taken (huge_take gave `old`), realloc'd: by
+// realloc_slow, or handed on still taken by an outer layer (the secure
+// canary, through the quarantine: since 2026-11-29, branch usize; it gave
+// the block back first, and a free between that unmapped it left no block
+// here: RacingFrees.HugeBlockReallocHeldWhileAFreeUnmapsIt). Given back
+// whatever the answer.
+template <auto& E>
+void* engine_front<E>::realloc_taken(huge_header* h, void* p, std::size_t n, std::size_t old) noexcept {
+  if (!h->owner) return realloc_huge(h, p, n, old);
+  // A heap's block is not moved in place (its heap records the pointer),
+  // and its free goes through its heap, whose slot takes it once (a
+  // second free is ignored there, heaps.cpp).
+  huge_release(h, old);
+  return move_block(p, n, old);
 }
 
 // realloc of huge block h (at p), taken first as free takes it (huge_take

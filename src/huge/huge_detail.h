@@ -21,15 +21,19 @@ inline huge_header* header_at_unit(std::uintptr_t unit) { return reinterpret_cas
 inline char* marked_unit(const huge_header* h) { return lookup::unit_base(h->user); }
 
 // The block's unit map entry as its header says (user pointer, where the
-// mapping ends in the unit, where the header is), held while the block is
-// (usable 0: claimed by a free or realloc, or cached, or a split's tail not
-// yet cached): its holder is the only thread that writes the entry then.
+// mapping ends in the unit, where the header is, its usable size), held
+// while the block is (usable 0: claimed by a free or realloc, or cached, or
+// a split's tail not yet cached): its holder is the only thread that writes
+// the entry then. The usable size is the one the entry carries for
+// malloc_usable_size (huge_view_of): every change of it is published
+// (huge_release; a claim holds the entry first).
 inline lookup::unit_entry entry_for(const huge_header* h, std::size_t map_size) {
   char* unit = marked_unit(h);
   std::size_t end = static_cast<std::size_t>(reinterpret_cast<const char*>(h) + map_size - unit);
+  std::size_t usable = huge_usable(h);
   lookup::unit_entry e = lookup::unit_entry::huge(static_cast<std::size_t>(h->user - unit),
-                                                  end < kChunkSize ? end : kChunkSize, h->far);
-  return huge_usable(h) == 0 ? e.with_held() : e;
+                                                  end < kChunkSize ? end : kChunkSize, h->far, usable);
+  return usable == 0 ? e.with_held() : e;
 }
 
 // Lookups see the block once its header is written (the entry's release),

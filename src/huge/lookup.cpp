@@ -1,12 +1,16 @@
-// Finding a huge block from a pointer. Both answers come from the unit map
-// entry alone: no byte of the block is read, so asking about any pointer is
-// safe while another thread frees and unmaps the huge block that shares its
-// unit. Taking a block (free, realloc) is decided in the entry too, before
-// its header is read.
+// Finding a huge block from a pointer, and its usable size. The answers
+// come from the unit map entry alone: no byte of the block is read, so
+// asking about any pointer is safe while another thread frees and unmaps
+// the huge block that shares its unit. Taking a block (free, realloc) is
+// decided in the entry too, before its header is read.
+#include <atomic>
+#include <cstring>
+
 #include "huge_detail.h"
 #include "tenon/common/inject.h"
 #include "tenon/huge/huge.h"
 #include "tenon/lookup/unit_map.h"
+#include "tenon/platform/os.h"
 
 namespace tenon {
 
@@ -47,6 +51,39 @@ huge_header* huge_take(const void* p, std::size_t* usable) {
 void huge_release(huge_header* h, std::size_t usable) {
   huge_set_usable(h, usable);
   huge_detail::publish(h);  // not held: usable is set
+}
+
+// The size comes from the entry, which every change of it publishes
+// (huge_release): no read of the header, which a free racing this call may
+// unmap the next instant (until 2026-11-29, branch usize: SIGSEGV,
+// RacingFrees.HugeBlockUsableSizeHeldWhileAFreeUnmapsIt). Only a block
+// too big for the entry's field (128 GiB) has its header read, through the
+// kernel.
+bool huge_view_of(const void* p, huge_view* v) {
+  lookup::unit_entry e = lookup::entry_of(p);
+  huge_header* h = header_if_start(e, p);
+  if (!h) return false;
+  TENON_INJECT_POINT("huge.usable");
+  *v = {p, e.word(), e.held() ? 0 : e.usable_size()};
+  if (v->usable == lookup::unit_entry::kUsableInHeader) {
+    std::size_t usable = 0;
+    v->usable = huge_copy_out(*v, &h->usable, &usable, sizeof usable) ? usable : 0;
+  }
+  return true;
+}
+
+// A seqlock's reader, with no writer to wait for: the entry changes with
+// every take (its held bit) and every other write (its generation), so an
+// entry equal after the copy means nobody took the block meanwhile, and
+// only a holder unmaps, closes or resizes it. A copy that fails or an entry
+// that changed is a block freed (or resized) while this call looked: the
+// caller answers as for a freed one, without a retry.
+bool huge_copy_out(const huge_view& v, const void* from, void* to, std::size_t n) {
+  int copied = os::copy_quietly(from, to, n);
+  if (copied == 0) return false;
+  if (copied < 0) std::memcpy(to, from, n);  // the kernel would not copy: a plain read, as before
+  std::atomic_thread_fence(std::memory_order_acquire);  // the copy before the entry's second read
+  return lookup::entry_of(v.p).word() == v.entry;
 }
 
 bool huge_contains(const void* p) {

@@ -24,6 +24,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -119,6 +120,7 @@ void victim() {
   tenon_heap_destroy(own);
   void* huge = tenon_malloc(6u << 20);  // huge.map; options are read on this path
   fill(huge, 6u << 20, 1);
+  if (tenon_malloc_usable_size(huge) < (6u << 20)) std::abort();  // huge.usable
   tenon_free(huge);  // huge.free, huge.cache.put
   for (int i = 0; i < 2000; ++i) {
     std::size_t n = 8 + (i * 97) % 3000;

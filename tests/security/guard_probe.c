@@ -102,6 +102,22 @@
  *                    held free must be reported, never free the new block
  *                    (NOTE reused in place or elsewhere, then DONE, if it
  *                    was not)
+ *   realloc_huge_free_held:N:M  in a library built with -DTENON_INJECT=ON
+ *                    (SKIP, exit 77, in any other): a block of N bytes
+ *                    realloc'd to M bytes (both huge) in one thread, held at
+ *                    injection point canary.realloc_huge (the secure canary
+ *                    has checked the block and given it back for the
+ *                    engine's realloc) while another thread frees it, until
+ *                    that free has returned; ACCESS before: the realloc must
+ *                    be reported (NOTE what it returned, then DONE, if not)
+ *   usable_free_held:N  in a library built with -DTENON_INJECT=ON (SKIP,
+ *                    exit 77, in any other): malloc_usable_size of a block
+ *                    of N bytes in one thread, held at injection point
+ *                    huge.usable (it has found p a huge block's start and
+ *                    read nothing of the block yet) while another thread
+ *                    frees it, until that free has returned; ACCESS before:
+ *                    no fault (NOTE the usable size, then DONE), or under
+ *                    libtenon-secure.so the report of a freed block
  *   realloc_race:N:M a block of N bytes realloc'd to M bytes in one thread
  *                    and freed in another at the same instant; ACCESS
  *                    before: one of the two must be reported
@@ -128,6 +144,7 @@
  *                    address order) and NOTE order ... (each block's rank
  *                    by address); END */
 #include <dlfcn.h>
+#include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -418,6 +435,19 @@ static set_hook_fn inject_hook_setter(void) {
   return set_hook;
 }
 
+/* The held cases' set-up: the hook (SKIP and 77 in a library without
+ * one), the point to hold at, and g_race_p, a block of n bytes written
+ * whole; 0, or the exit status. */
+static int hold_at(const char* point, size_t n) {
+  set_hook_fn set_hook = inject_hook_setter();
+  if (!set_hook) return 77;
+  g_hold_point = point;
+  if (!(g_race_p = malloc(n))) return 2;
+  memset(g_race_p, 0x5a, n);
+  set_hook(hold_first);
+  return 0;
+}
+
 /* realloc_race: one thread reallocs the block the other frees. */
 static size_t g_race_m;
 
@@ -448,6 +478,46 @@ static void* free_and_reuse_after_hold(void* arg) {
   __atomic_store_n(&g_other_done, 1, __ATOMIC_SEQ_CST);
   return NULL;
 }
+
+/* realloc_huge_free_held, usable_free_held: one thread calls realloc or
+ * malloc_usable_size, armed (it is the one held); the other frees once it
+ * is held. */
+static void* g_realloc_q;
+static int g_realloc_errno;
+static size_t g_usable;
+static void* realloc_armed(void* arg) {
+  (void)arg;
+  free(malloc(16));
+  t_armed = 1;
+  g_realloc_q = realloc(g_race_p, g_race_m);
+  g_realloc_errno = errno;
+  t_armed = 0;
+  return NULL;
+}
+static void* usable_armed(void* arg) {
+  (void)arg;
+  free(malloc(16));
+  t_armed = 1;
+  g_usable = malloc_usable_size(g_race_p);
+  t_armed = 0;
+  return NULL;
+}
+static void* free_after_hold(void* arg) {
+  (void)arg;
+  free(malloc(16));
+  while (!__atomic_load_n(&g_held, __ATOMIC_SEQ_CST)) {
+  }
+  free(g_race_p);
+  __atomic_store_n(&g_other_done, 1, __ATOMIC_SEQ_CST);
+  return NULL;
+}
+/* The armed call in one thread, held, and the free in another. */
+static int held_while_freed(void* (*armed)(void*)) {
+  pthread_t a, b;
+  return pthread_create(&a, NULL, armed, NULL) || pthread_create(&b, NULL, free_after_hold, NULL) ||
+         pthread_join(a, NULL) || pthread_join(b, NULL);
+}
+static const char* never_held(void) { return __atomic_load_n(&g_held, __ATOMIC_SEQ_CST) ? "" : " (never held)"; }
 
 /* The end of the run of mappings p lies in (its VMAs one after another,
  * the closed pages of the secure build's blocks included), from
@@ -630,13 +700,9 @@ int main(int argc, char** argv) {
   } else if (!strncmp(c, "free_race_held:", 15)) {
     char* end;
     size_t n = strtoul(c + 15, &end, 10);
-    if (*end == ':') g_hold_point = end + 1;
-    set_hook_fn set_hook = inject_hook_setter();
-    if (!set_hook) return 77;
-    printf("NOTE free_race_held %zu %s\n", n, g_hold_point);
-    if (!(g_race_p = malloc(n))) return 2;
-    memset(g_race_p, 0x5a, n);
-    set_hook(hold_first);
+    printf("NOTE free_race_held %zu %s\n", n, *end == ':' ? end + 1 : g_hold_point);
+    int status = hold_at(*end == ':' ? end + 1 : g_hold_point, n);
+    if (status) return status;
     printf("ACCESS free %p in two threads at once, the first held (%zu bytes)\n", (void*)g_race_p, n);
     fflush(stdout);
     if (race_two(free_at_once)) return 2;
@@ -644,16 +710,12 @@ int main(int argc, char** argv) {
   } else if (!strncmp(c, "realloc_free_held:", 18)) {
     size_t n = 0;
     if (sscanf(c + 18, "%zu:%zu", &n, &g_race_m) != 2) return 2;
-    set_hook_fn set_hook = inject_hook_setter();
-    if (!set_hook) return 77;
-    g_hold_point = "huge.take";
     printf("NOTE realloc_free_held %zu %zu\n", n, g_race_m);
-    if (!(g_race_p = malloc(n))) return 2;
-    memset(g_race_p, 0x5a, n);
+    int status = hold_at("huge.take", n);
+    if (status) return status;
     uintptr_t end = mapping_end(g_race_p);
     if (!end || mmap((void*)end, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) != (void*)end)
       printf("NOTE no page mapped after the block\n");
-    set_hook(hold_first);
     printf("ACCESS free %p held while another thread moves it by realloc (%zu bytes to %zu)\n", (void*)g_race_p, n,
            g_race_m);
     fflush(stdout);
@@ -661,19 +723,36 @@ int main(int argc, char** argv) {
     printf("DONE\n");
   } else if (!strncmp(c, "free_reuse_held:", 16)) {
     g_race_n = strtoul(c + 16, NULL, 10);
-    set_hook_fn set_hook = inject_hook_setter();
-    if (!set_hook) return 77;
-    g_hold_point = "huge.take";
     printf("NOTE free_reuse_held %zu\n", g_race_n);
-    if (!(g_race_p = malloc(g_race_n))) return 2;
-    memset(g_race_p, 0x5a, g_race_n);
-    set_hook(hold_first);
+    int status = hold_at("huge.take", g_race_n);
+    if (status) return status;
     printf("ACCESS free %p held while another thread frees it and mallocs %zu bytes again\n", (void*)g_race_p,
            g_race_n);
     fflush(stdout);
     if (race_two(free_and_reuse_after_hold)) return 2;
     /* The held free returned: it freed the new block if it got p's place. */
     printf("NOTE reused %s\n", g_reused == g_race_p ? "in place" : "elsewhere");
+    printf("DONE\n");
+  } else if (!strncmp(c, "realloc_huge_free_held:", 23)) {
+    size_t n = 0;
+    if (sscanf(c + 23, "%zu:%zu", &n, &g_race_m) != 2) return 2;
+    printf("NOTE realloc_huge_free_held %zu %zu\n", n, g_race_m);
+    int status = hold_at("canary.realloc_huge", n);
+    if (status) return status;
+    printf("ACCESS realloc %p to %zu bytes, held while another thread frees it\n", (void*)g_race_p, g_race_m);
+    fflush(stdout);
+    if (held_while_freed(realloc_armed)) return 2;
+    printf("NOTE realloc returned %p, errno %d%s\n", g_realloc_q, g_realloc_q ? 0 : g_realloc_errno, never_held());
+    printf("DONE\n");
+  } else if (!strncmp(c, "usable_free_held:", 17)) {
+    size_t n = strtoul(c + 17, NULL, 10);
+    printf("NOTE usable_free_held %zu\n", n);
+    int status = hold_at("huge.usable", n);
+    if (status) return status;
+    printf("ACCESS malloc_usable_size(%p), held while another thread frees it\n", (void*)g_race_p);
+    fflush(stdout);
+    if (held_while_freed(usable_armed)) return 2;
+    printf("NOTE usable %zu%s\n", g_usable, never_held());
     printf("DONE\n");
   } else if (!strncmp(c, "realloc_race:", 13)) {
     size_t n = 0;

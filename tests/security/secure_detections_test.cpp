@@ -327,6 +327,50 @@ TEST(RacingFrees, HugeBlockFreeHeldWhileItsPlaceIsReused) {
     }
 }
 
+// A realloc of a huge block to a huge size under libtenon-secure.so, held
+// at injection point canary.realloc_huge (the canary has checked the block
+// and hands it on to the engine's realloc) while another thread frees it,
+// and with TENON_PURGE_DELAY_MS=0 unmaps it. Until 2026-11-29 (branch
+// usize) the canary gave the block back (huge_release) before the engine's
+// realloc took it again: the free between unmapped it, the quarantine's
+// realloc found no huge block at p, copied, and its free of p reported
+// "free(p): invalid pointer (nothing mapped there ...)" instead of
+// realloc's double free (and had p's place been handed out again there,
+// the engine would have resized the new block). The canary now hands the
+// block on still taken, and the free, which comes second, finds it taken:
+// "free(p): double free" (either call's double free is the right report,
+// as in HugeBlockReallocAndFreeAtOnce).
+TEST(RacingFrees, HugeBlockReallocHeldWhileAFreeUnmapsIt) {
+  SKIP_UNLESS_PRELOAD();
+  setenv("TENON_PURGE_DELAY_MS", "0", 1);
+  misuse_run r = run_misuse(TENON_GUARD_PROBE_PROGRAM, "realloc_huge_free_held:5000000:6000000", TENON_SECURE_LIBRARY);
+  unsetenv("TENON_PURGE_DELAY_MS");
+  if (r.exited && r.exit_code == 77) GTEST_SKIP() << "not applicable here: " << r.out;
+  EXPECT_TRUE(stopped_at_misuse(r, SIGABRT, "tenon: (free|realloc)\\(0x[0-9a-f]+\\): double free"));
+}
+
+// malloc_usable_size of a huge block, held at injection point huge.usable
+// (it has found p a huge block's start from the unit map entry, and read
+// nothing of the block) while another thread frees it, and with
+// TENON_PURGE_DELAY_MS=0 unmaps it: a use after free by the program, which
+// must not fault. Until 2026-11-29 (branch usize) both libraries read the
+// block's header then (the engine's usable size; the canary's end header):
+// SIGSEGV. libtenon.so now answers from the entry alone; libtenon-secure.so
+// reads the canary's header through the kernel (no fault) and, finding the
+// block gone, reports it freed.
+TEST(RacingFrees, HugeBlockUsableSizeHeldWhileAFreeUnmapsIt) {
+  SKIP_UNLESS_PRELOAD();
+  setenv("TENON_PURGE_DELAY_MS", "0", 1);
+  misuse_run fast = run_misuse(TENON_GUARD_PROBE_PROGRAM, "usable_free_held:5000000", TENON_PRELOAD_LIBRARY);
+  misuse_run secure = run_misuse(TENON_GUARD_PROBE_PROGRAM, "usable_free_held:5000000", TENON_SECURE_LIBRARY);
+  unsetenv("TENON_PURGE_DELAY_MS");
+  if (fast.exited && fast.exit_code == 77) GTEST_SKIP() << "not applicable here: " << fast.out;
+  EXPECT_TRUE(fast.exited && fast.exit_code == 0 && fast.printed("DONE") &&
+              fast.out.find("never held") == std::string::npos)
+      << fast.describe();
+  EXPECT_TRUE(stopped_at_misuse(secure, SIGABRT, "tenon: malloc_usable_size\\(0x[0-9a-f]+\\): block already freed"));
+}
+
 // A small block freed by a thread that does not own it, past that thread's
 // quarantine, waits in its owner's inbox; a second free before the owner
 // sorts it must say "double free" (issue 11's gaps, item 2). Until

@@ -101,6 +101,14 @@ struct engine_front {
   static void* realloc_slow(void* p, std::size_t n) noexcept;
   // a huge block no heap owns, taken (huge_take gave `old`)
   static void* realloc_huge(huge_header* h, void* p, std::size_t n, std::size_t old) noexcept;
+  // The hook an outer layer that has taken a huge block hands it on by
+  // (layer.hpp's realloc_taken: the secure canary, through the quarantine):
+  // any huge block, taken (huge_take gave `old`), realloc'd to n and given
+  // back whatever the answer (nullptr: ENOMEM, p live and unchanged).
+  static void* realloc_taken(huge_header* h, void* p, std::size_t n, std::size_t old) noexcept;
+  // p's `old` bytes copied to a new block of n, then p freed (nullptr:
+  // ENOMEM, p untouched).
+  static void* move_block(void* p, std::size_t n, std::size_t old) noexcept;
 
  private:
   // p is inside a chunk: free it into its span.

@@ -79,6 +79,23 @@ huge_header* huge_take(const void* p, std::size_t* usable);
 // A block taken (huge_take gave `usable`) live again at `usable` bytes,
 // unfreed: its size set, then its entry published not held (release).
 void huge_release(huge_header* h, std::size_t usable);
+// What malloc_usable_size knows of the huge block p starts, from its unit
+// map entry alone (src/huge/lookup.cpp): it cannot take the block (two of
+// them on one live block at once are the program's right), so it reads no
+// byte of it unless through huge_copy_out.
+struct huge_view {
+  const void* p;        // the block's start
+  std::uint64_t entry;  // its unit map entry, read once
+  std::size_t usable;   // its usable size then: 0 if a call held it (a free, a realloc, the cache)
+};
+// False if p starts no huge block.
+bool huge_view_of(const void* p, huge_view* v);
+// n bytes of v's block at `from` copied to `to`, true only if the block was
+// live and not held all along (its entry unchanged since the view): a free
+// racing this one that unmaps or closes the block fails the copy instead of
+// faulting (a copy through the kernel; a plain one where a seccomp filter
+// refuses that, which such a race can fault).
+bool huge_copy_out(const huge_view& v, const void* from, void* to, std::size_t n);
 // Is p inside the range a huge block maps in the unit where its user pointer
 // is (its header page, its start, or after)? A pointer elsewhere in that unit
 // lies in someone else's memory. Neither call reads the block's memory unless

@@ -32,13 +32,18 @@ inline char* unit_base(const void* p) {
 enum class unit_kind : std::uint8_t { none = 0, chunk = 1, huge = 2 };
 
 // An entry: kind (bits 0-1); for a huge block, whether its header is one unit
-// below (bit 2), the offset of its user pointer in the unit (bits 3-25), the
-// offset where its mapping ends in the unit (bits 26-48, at most 4 MiB) and
-// whether a call holds the block (bit 49: a free or realloc that took it, or
-// the huge cache; huge_take, src/huge/lookup.cpp). Only the holder reads the
+// below (bit 2), the offset of its user pointer in the unit (bits 3-12) and
+// the offset where its mapping ends in the unit (bits 13-23, at most 4 MiB),
+// both in 4 KiB pages (every page size is a multiple, and both are page
+// multiples), its usable size in 4 KiB pages (bits 24-48: below 128 GiB;
+// all ones for a bigger block, whose size only its header has), and whether
+// a call holds the block (bit 49: a free or realloc that took it, or the
+// huge cache; huge_take, src/huge/lookup.cpp). Only the holder reads the
 // block's header, changes the entry or gives the range back: a lookup may
 // read the entry of a block that is unmapped the next instant, never its
-// header.
+// header; malloc_usable_size answers from the entry (since 2026-11-29,
+// branch usize: the offsets were in bytes, 23 bits each, and the size only
+// in the header, which it read with nothing held and could fault on).
 // Bits 50-63 of every entry count its writes (set, clear: all but the take's
 // CAS, which keeps them), mod 2^14: a block freed and its place handed out
 // again (from the huge cache, or unmapped and mapped anew) has an entry
@@ -48,17 +53,32 @@ enum class unit_kind : std::uint8_t { none = 0, chunk = 1, huge = 2 };
 // unless 16384 writes to the entry fall between the read and the CAS.
 class unit_entry {
  public:
+  static constexpr unsigned kPageShift = 12;
+  static constexpr std::uint64_t kUsablePagesMax = (std::uint64_t{1} << 25) - 1;  // all ones: not in the entry
+  // usable_size() of a block too big for the entry's field.
+  static constexpr std::size_t kUsableInHeader = ~std::size_t{0};
   constexpr unit_entry() = default;
   constexpr explicit unit_entry(std::uint64_t w) : w_(w) {}
   static constexpr unit_entry chunk() { return unit_entry(static_cast<std::uint64_t>(unit_kind::chunk)); }
-  static constexpr unit_entry huge(std::size_t user_offset, std::size_t end_offset, bool header_below) {
+  static constexpr unit_entry huge(std::size_t user_offset, std::size_t end_offset, bool header_below,
+                                   std::size_t usable) {
+    std::uint64_t pages = usable >> kPageShift;
+    if (pages > kUsablePagesMax) pages = kUsablePagesMax;
     return unit_entry(static_cast<std::uint64_t>(unit_kind::huge) | std::uint64_t{header_below} << 2 |
-                      std::uint64_t{user_offset} << 3 | std::uint64_t{end_offset} << 26);
+                      std::uint64_t{user_offset >> kPageShift} << 3 | std::uint64_t{end_offset >> kPageShift} << 13 |
+                      pages << 24);
   }
   unit_kind kind() const { return static_cast<unit_kind>(w_ & 3); }
   bool header_below() const { return (w_ >> 2) & 1; }
-  std::size_t user_offset() const { return (w_ >> 3) & ((std::uint64_t{1} << 23) - 1); }
-  std::size_t end_offset() const { return (w_ >> 26) & ((std::uint64_t{1} << 23) - 1); }
+  std::size_t user_offset() const { return ((w_ >> 3) & ((std::uint64_t{1} << 10) - 1)) << kPageShift; }
+  std::size_t end_offset() const { return ((w_ >> 13) & ((std::uint64_t{1} << 11) - 1)) << kPageShift; }
+  // The block's usable size when the entry was last written (0 if it was
+  // then held: cached, or taken), or kUsableInHeader. The take's CAS keeps
+  // it: ask held() first.
+  std::size_t usable_size() const {
+    std::uint64_t pages = (w_ >> 24) & kUsablePagesMax;
+    return pages == kUsablePagesMax ? kUsableInHeader : static_cast<std::size_t>(pages << kPageShift);
+  }
   bool held() const { return (w_ >> 49) & 1; }
   unit_entry with_held() const { return unit_entry(w_ | std::uint64_t{1} << 49); }
   static constexpr int kGenerationShift = 50;

@@ -52,6 +52,13 @@ void owe_reopening(std::ptrdiff_t bytes);
 // not fault for want of a mapping. A system call or three: slow paths only.
 bool is_mapped(const void* p);
 
+// n bytes at `from` copied to `to` through the kernel (process_vm_readv
+// within this process), so that a range unmapped or closed meanwhile fails
+// the copy instead of faulting: 1 copied whole, 0 not (nothing readable
+// there), -1 the kernel would not say (a seccomp filter refusing the call).
+// A system call: slow paths only.
+int copy_quietly(const void* from, void* to, std::size_t n);
+
 // n random words from the kernel, one getrandom call (n at most 32: the
 // kernel never answers such a call in part); never blocks. Where it gives
 // none (a seccomp filter that refuses getrandom; EAGAIN early in boot,

@@ -181,6 +181,8 @@ struct canary : pass_through<Inner> {
   static std::size_t usable_size(const void* p) noexcept {
     if (!p) return 0;
     if (!ours(p)) return Inner::usable_size(p);
+    if (__builtin_expect((reinterpret_cast<std::uintptr_t>(p) & 4095) == 0, 0) && huge_start(p))
+      return huge_usable_size(static_cast<const char*>(p));
     return check_block(static_cast<const char*>(p), "malloc_usable_size").size;
   }
 
@@ -207,13 +209,28 @@ struct canary : pass_through<Inner> {
   [[gnu::noinline]] static std::size_t realloc_checked(const char* p) { return check_block(p, "realloc").size; }
   [[gnu::noinline]] static void realloc_give_back(char* p) { give_back(p, "realloc", nullptr); }
 
-  // p, a live huge block (checked), resized to n past kMaxLarge: Inner
-  // keeps it huge, its header at its new end (alloc_fitting's layout for a
-  // block that starts Inner's), the canary after n. Inner's answer on
-  // failure is realloc's: NULL with ENOMEM, p as it was.
-  static void* realloc_huge(void* p, std::size_t n) noexcept {
-    auto* q = static_cast<char*>(layer_ops<Inner>::realloc(p, n + kHeader + kTail));
-    return q ? seal(q, n, 0) : nullptr;
+  // p, a live huge block (checked) taken by this call (take_huge gave
+  // `usable`), resized to n past kMaxLarge: Inner keeps it huge, its header
+  // at its new end (alloc_fitting's layout for a block that starts Inner's),
+  // the canary after n. Handed to Inner still taken where Inner can take it
+  // so (realloc_taken: the quarantine over tenon's engine); until
+  // 2026-11-29 (branch usize) it was given back first and Inner's realloc
+  // took it again: a free between that unmapped it left no block at p, and
+  // the report said "free(p): invalid pointer" for realloc's double free
+  // (RacingFrees.HugeBlockReallocHeldWhileAFreeUnmapsIt); had p's place been
+  // handed out again, the new block would have been resized. Any other
+  // Inner gets it back first, as then. Inner's answer on failure is
+  // realloc's: NULL with ENOMEM, p as it was, given back.
+  static void* realloc_huge(huge_header* h, char* p, std::size_t usable, std::size_t n) noexcept {
+    void* q;
+    std::size_t inner = n + kHeader + kTail;
+    if constexpr (requires { Inner::realloc_taken(h, static_cast<void*>(p), inner, usable); }) {
+      q = Inner::realloc_taken(h, p, inner, usable);
+    } else {
+      huge_release(h, usable);
+      q = layer_ops<Inner>::realloc(p, inner);
+    }
+    return q ? seal(static_cast<char*>(q), n, 0) : nullptr;
   }
 
   // realloc of huge block p, taken (take_huge): checked and, moved to a
@@ -221,16 +238,14 @@ struct canary : pass_through<Inner> {
   // the header and the copy read the block with nothing held: a free racing
   // it put the block in the huge cache, which closes its pages, and the copy
   // ended by SIGSEGV (RacingFrees.HugeBlockReallocAndFreeAtOnce). A huge
-  // size goes to Inner's realloc, which claims the block again itself (a
-  // free between the two finds the block live and frees it, and Inner's
-  // claim reports).
+  // size goes to Inner's realloc still taken (realloc_huge).
   [[gnu::noinline]] static void* realloc_held(char* p, std::size_t n) noexcept {
     std::size_t usable;
     huge_header* h = take_huge(p, "realloc", &usable);
     opened o = check_at(p, p + usable - kHeader, "realloc");
     if (n > kMaxLarge && n <= kMaxRequest - kHeader - kTail) {
-      huge_release(h, usable);
-      return realloc_huge(p, n);
+      TENON_INJECT_POINT("canary.realloc_huge");
+      return realloc_huge(h, p, usable, n);
     }
     void* q = alloc(n);
     if (q) {
@@ -454,10 +469,11 @@ struct canary : pass_through<Inner> {
       // free racing this one may take it to 0 between two reads (the
       // engine's claim, huge_maps::free), and the second would then place
       // the header before p, in the head guard (a fault, not the report).
-      // Only malloc_usable_size reads a huge block's header here, with
-      // nothing held (two of them on one live block at once are the
-      // program's right); free and realloc hold the block first
-      // (give_back_huge, realloc_held).
+      // No call reads a huge block's start here any more: free and realloc
+      // hold the block first (give_back_huge, realloc_held), and
+      // malloc_usable_size reads it through the kernel (huge_usable_size),
+      // each once huge_start has found it; only a block mapped at p since
+      // (p was no block of the program's) comes here.
       std::size_t usable = huge_usable(h);
       if (usable == 0) report_misuse(op, p, freed_twice(op), 0);
       return const_cast<char*>(p) + usable - kHeader;
@@ -554,6 +570,30 @@ struct canary : pass_through<Inner> {
     mark_freed(o);
     huge_release(h, usable);  // release: a take that wins it sees the freed tag
     Inner::dealloc(p);
+  }
+
+  // malloc_usable_size of huge block p: its end header and canary read
+  // and checked as check_block does, with nothing held (two such calls on
+  // one live block at once are the program's right, so it cannot take the
+  // block) and through the kernel (huge_copy_out): a free racing it that
+  // unmaps or closes the block fails the read instead of faulting, and the
+  // block is reported freed, as one found in the huge cache is. Until
+  // 2026-11-29 (branch usize) it read them in place after the lookup:
+  // SIGSEGV (RacingFrees.HugeBlockUsableSizeHeldWhileAFreeUnmapsIt).
+  [[gnu::noinline]] static std::size_t huge_usable_size(const char* p) {
+    const char* op = "malloc_usable_size";
+    huge_view v;
+    header h;
+    if (!huge_view_of(p, &v) || v.usable < kHeader + kTail ||
+        !huge_copy_out(v, p + v.usable - kHeader, &h, sizeof h))
+      report_misuse(op, p, freed_twice(op), 0);
+    std::uint64_t key = drawn_key_for(p);
+    if (((h.tag ^ key ^ size_check(h.size)) & kHeaderBad) != 0) report_header(op, p, h, key);
+    if (h.size > v.usable - kHeader - kTail) report_bad_header(op, p);
+    std::uint64_t t;
+    if (!huge_copy_out(v, p + h.size, &t, sizeof t)) report_misuse(op, p, freed_twice(op), 0);
+    if (t != tail_of(key)) report_misuse(op, p, "heap overflow past the end of the block", h.size);
+    return static_cast<std::size_t>(h.size);
   }
 
   // Whether p starts a huge block (page-aligned, outside the chunks): a

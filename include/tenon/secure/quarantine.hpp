@@ -142,6 +142,22 @@ struct quarantine : pass_through<Inner> {
     return realloc_by_copy<quarantine>(p, n);
   }
 
+  // A huge block an outer layer has taken (huge_take gave `usable`: the
+  // canary's realloc, which has checked it) handed on still taken to
+  // Inner's realloc (layer.hpp, realloc_taken), so that no free can take it
+  // between the two (since 2026-11-29, branch usize). Given back whatever
+  // the answer; a retry after the flush takes it again, as realloc does.
+  static void* realloc_taken(huge_header* h, void* p, std::size_t n, std::size_t usable) noexcept
+    requires requires { Inner::realloc_taken(h, p, n, usable); }
+  {
+    if (n <= kMaxLargeBlock) {  // not a size this layer resizes in place: as realloc
+      huge_release(h, usable);
+      return realloc(p, n);
+    }
+    void* q = Inner::realloc_taken(h, p, n, usable);
+    return q || !flush() ? q : layer_ops<Inner>::realloc(p, n);
+  }
+
   static int trim(std::size_t pad) noexcept {
     flush();
     return layer_ops<Inner>::trim(pad);
