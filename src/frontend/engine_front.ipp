@@ -48,19 +48,26 @@ void clear_reused(void* p, std::size_t n) {
 }
 
 // A pointer freed into small span s, by a thread that does not own it, must
-// be the start of one of its blocks in a slice that is taken: else it ends
-// the program. (The owner's own frees check the same on the fast path, up to
-// the blocks carved: heap.h.) Reads only what is fixed while the span lives
-// and the chunk's atomic slice bits: a remote freer may run while the owner
-// carves, so it bounds the block by the capacity, not the carved count; a
-// never-allocated slot it lets through is caught by the owner's free when
-// the owner sorts its inbox.
+// be the start of one of the blocks the owner carved, in a slice that is
+// taken: else it ends the program. (The owner's own frees check the same on
+// the fast path: heap.h.) Reads only what is fixed while the span lives,
+// the chunk's atomic slice bits and the span's carved bound, with a relaxed
+// load, as the per-CPU free does (percpu_cache.hpp): the owner raises it
+// before it hands out a block of the carve, and a freer of a live block got
+// it after that (the program's hand-off), so it sees at least that bound;
+// it is never lowered while a block of the span is out. Every block that
+// reaches an owner's inbox or a span's remote list has passed it, so the
+// owner's sort makes no test of its own (heap.h, sort_to_own_span). Until
+// 2026-11-29 (branch `remote`) this bounded the block by the span's
+// capacity, and the owner's sort made the carved test again, a multiply a
+// block on each side; a slot never carved was reported only where the owner
+// sorted it, and missed when the span had no owner.
 // The test, and its report apart: cold, tail-called and noipa (see
 // report_keyed in heap.h), so that the remote free, inline in
 // free_not_owned, sets up no stack frame for a call that never returns.
 // The fast test leaves out two of in_taken_slice's: a slice no span has
 // used names g_no_span, and the header's slice (0) is never a span's, so
-// it names g_no_span too (arena/take.ipp), whose capacity bound is 0: its
+// it names g_no_span too (arena/take.ipp), whose carved bound is 0: its
 // block-start test admits no pointer. The report tells them apart.
 inline bool in_taken_slice(const span* s, const void* p) {
   std::uint64_t bit = std::uint64_t{1} << lookup::slice_of(p);
@@ -68,12 +75,12 @@ inline bool in_taken_slice(const span* s, const void* p) {
 }
 inline bool is_small_block(const span* s, const void* p) {
   std::uint64_t bit = std::uint64_t{1} << lookup::slice_of(p);
-  return (chunk_of(p)->used.load(std::memory_order_relaxed) & bit) != 0 && s->starts_block(p);
+  return (chunk_of(p)->used.load(std::memory_order_relaxed) & bit) != 0 && s->starts_carved_block_any_thread(p);
 }
 [[gnu::cold, gnu::noipa]] inline void report_not_small_block(const span* s, const void* p) {
   if (!in_taken_slice(s, p))
     report_misuse("free", p, "invalid pointer (not in a block: never allocated or already freed)", 0);
-  report_misuse("free", p, "invalid pointer (not the start of a block)", s->block_size);
+  report_not_carved_block(s, static_cast<const block*>(p));
 }
 
 // realloc of p in small span s must name a live block: a block start (one

@@ -139,18 +139,19 @@ void thread_heaps<C>::cache_trim(heap_t* h, block_cache& c, std::uint32_t keep) 
 // (every block in the inbox holds the key: the freeing thread stored it).
 // Until 2026-11-29 it went on its span's list and local_free_slow took it
 // back off for the cache (docs/architecture.md, layer 5, "The remote
-// free's instructions and the inbox sort's cached blocks"). Also where a
-// block that fails the block-start test is reported (a never-carved slot of
-// either kind).
+// free's instructions and the inbox sort's cached blocks"). Its block-start
+// test was made at the free (engine_front.ipp, is_small_block; here until
+// 2026-11-29, branch `remote`).
 template <class C>
-__attribute__((always_inline)) inline void thread_heaps<C>::sort_to_cache(heap_t* h, span* s, block* b) {
+__attribute__((always_inline)) inline void thread_heaps<C>::sort_to_cache(heap_t* h, span* s, block* b,
+                                                                          std::uint64_t key) {
   unsigned i = kBlockCache.slot[s->cls];
-  if (i == block_cache_detail::kNone || !s->starts_carved_block(b)) report_not_carved_block(s, b);
+  TENON_CHECK(i != block_cache_detail::kNone);  // push_to names a cache only for a cached class
   block_cache& c = h->cache[i];
   // The block cached last, sent again by another thread: a double free that
   // the key missed (the program wrote over it), caught as on a span's list.
   if (__builtin_expect(b == c.front.free, 0)) report_misuse("free", b, "double free", s->block_size);
-  cache_push(h, s, b, free_key(), c);
+  cache_push(h, s, b, key, c);
 }
 
 // b, a block of s, from the owner's inbox: on the cache's list with the key,

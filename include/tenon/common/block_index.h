@@ -12,9 +12,9 @@
 // Offsets here stay below 2^17 (two slices), so i * e <= n < 2^17, far below
 // M (over 2^48 for blocks up to 32 KiB): `n * M < k * e` holds exactly when n is the
 // start of one of the first k blocks. The owner keeps k * e for the blocks
-// it has carved (span::carved_limit); a remote freer, which cannot read the
-// owner's count, uses the span's capacity. tests/unit checks every offset
-// of every class against `%`.
+// it has carved (span::carved_limit), which any freer reads (a remote one
+// with a relaxed load); another thread's realloc uses the span's capacity.
+// tests/unit checks every offset of every class against `%`.
 #pragma once
 #include <cstdint>
 

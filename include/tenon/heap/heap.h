@@ -69,11 +69,19 @@ constexpr unsigned kHeadNextWord = 3;
 constexpr unsigned kHeadNamesWord = 4;
 constexpr unsigned kHeadNames = kOutboxAhead - 1;
 struct outbox {
-  void* dest = nullptr;  // the destination heap (a thread_heap<C>)
+  // First, so that the remote free addresses a slot of it from the outbox
+  // with the index alone (after the fields, GCC added their size to the
+  // index: an instruction a free).
+  block* ahead[kOutboxAhead] = {};  // ahead[i]: the last block to join with count % kOutboxAhead == i
+  // The destination heap (a thread_heap<C>) while the outbox holds blocks;
+  // g_no_span's address while it is empty, which no span's owner ever is
+  // (nor is null, an unowned span's), so that the remote free tells a
+  // started batch for its block's owner with one compare (remote_free.h;
+  // until 2026-11-29, branch `remote`, a compare and a test of the count).
+  void* dest = &g_no_span;
   block* head = nullptr;
   block* tail = nullptr;
   std::uint32_t count = 0;
-  block* ahead[kOutboxAhead] = {};  // ahead[i]: the last block to join with count % kOutboxAhead == i
 };
 // Direct-mapped by destination heap address (remote_free.h, outbox_slot):
 // one slot for each heap of a segment, so that a thread freeing the blocks
@@ -272,16 +280,20 @@ __attribute__((always_inline)) inline void free_to_own_span(thread_heaps<C>& hom
 
 // A block of a span this heap owns, taken from its inbox: it holds the key
 // (the freeing thread stored it as the block joined its batch, remote.ipp),
-// which here says nothing, so only the block-start test is made (the inbox
-// may bring a never-carved slot that another thread let through, which
-// bounds it by the capacity only). A block of a class with a block cache
-// goes to the cache (thread_heaps::sort_to_cache, which makes the test
-// there), its span's list and count untouched.
+// which here says nothing, and it passed the block-start test against the
+// blocks this heap carved at that thread's free (engine_front.ipp,
+// is_small_block: the carved bound only rises while a block of the span is
+// out), so no test is made here; until 2026-11-29 (branch `remote`) that
+// free bounded it by the capacity only and the test was made again here. A
+// block of a class with a block cache goes to the cache
+// (thread_heaps::sort_to_cache), its span's list and count untouched.
+// key: the free key, read once for the whole sort.
 template <class C>
 __attribute__((always_inline)) inline void sort_to_own_span(thread_heaps<C>& home, thread_heap<C>* h, span* s,
-                                                            block* b) {
-  if (__builtin_expect(s->push_target() != s || !s->starts_carved_block(b), 0)) return home.sort_to_cache(h, s, b);
-  push_local_free<C>(home, h, s, b, free_key());
+                                                            block* b, std::uint64_t key) {
+  TENON_CHECK(s->starts_carved_block(b));
+  if (__builtin_expect(s->push_target() != s, 0)) return home.sort_to_cache(h, s, b, key);
+  push_local_free<C>(home, h, s, b, key);
 }
 
 }  // namespace tenon

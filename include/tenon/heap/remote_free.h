@@ -49,18 +49,19 @@ __attribute__((always_inline)) inline void thread_heaps<C>::free_remote(heap_t* 
   outbox* slot = &h->out[outbox_slot<sizeof(heap_t)>(dest)];
   asm("" : "+r"(slot));
   outbox& ob = *slot;
-  // A started batch (count > 0) has a live heap as its destination, never
-  // ours (our own blocks never enter an outbox) and never null: the empty
-  // heap's outboxes stay empty, and an unowned span's null owner matches
-  // no started batch.
+  // An outbox names a heap only while it holds a batch (heap.h, outbox):
+  // a started batch's destination is a live heap, never ours (our own
+  // blocks never enter an outbox); an empty outbox names g_no_span, which
+  // no owner is, null (an unowned span's) included; the empty heap's
+  // outboxes stay empty.
   // A block holding the free key is free already (free_key.h): reported in
   // free_remote_slow. Read once for the test and the store (join_batch).
   std::uint64_t key = free_key();
-  if (__builtin_expect(ob.dest != dest || ob.count == 0 || second_word(b) == key, 0)) {
+  if (__builtin_expect(ob.dest != dest || second_word(b) == key, 0)) {
     free_remote_slow(h, s, b);
     return;
   }
-  TENON_CHECK(dest != h && dest != nullptr);
+  TENON_CHECK(dest != h && dest != nullptr && ob.count > 0);
   join_batch(h, ob, s, b, key);
 }
 

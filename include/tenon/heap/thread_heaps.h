@@ -44,7 +44,7 @@ class thread_heaps {
   void local_free_slow(heap_t* h, span* s);
   // A block of a span of a cached class (block_cache.h) sorted from the
   // owner's inbox (the owner's free pushes it through span::push_to).
-  __attribute__((always_inline)) void sort_to_cache(heap_t* h, span* s, block* b);
+  __attribute__((always_inline)) void sort_to_cache(heap_t* h, span* s, block* b, std::uint64_t key);
 
   // A small block of span s, freed by a thread whose heap (h, possibly the
   // empty heap) does not own s: batched for the owner, or handed to s.

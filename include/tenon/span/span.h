@@ -23,6 +23,7 @@
 
 #include "tenon/common/config.h"
 #include "tenon/common/block_index.h"
+#include "tenon/platform/relaxed_compare.h"
 
 namespace tenon {
 
@@ -154,17 +155,19 @@ struct alignas(64) span {
     auto offset = static_cast<std::uint64_t>(static_cast<const char*>(p) - start);
     return block_index::starts_block(offset, block_mult, carved_limit);
   }
-  // The same test by any thread (a per-CPU cache's free): the bound read
-  // with a relaxed load, as the owner may be carving more blocks meanwhile.
+  // The same test by any thread (a per-CPU cache's free, the thread heaps'
+  // remote free): the bound read with a relaxed load, as the owner may be
+  // carving more blocks meanwhile; compared in memory (os::below_relaxed:
+  // GCC folds no atomic load into a compare, an instruction a free).
   __attribute__((always_inline)) bool starts_carved_block_any_thread(const void* p) const {
     auto offset = static_cast<std::uint64_t>(static_cast<const char*>(p) - start);
-    return block_index::starts_block(offset, block_mult, __atomic_load_n(&carved_limit, __ATOMIC_RELAXED));
+    return os::below_relaxed(offset * block_mult, carved_limit);
   }
   // Where the owner's free pushes (push_to above).
   __attribute__((always_inline)) span* push_target() const { return __atomic_load_n(&push_to, __ATOMIC_RELAXED); }
   void set_push_target(span* t) { __atomic_store_n(&push_to, t, __ATOMIC_RELAXED); }
   // The same for any thread, which does not read the owner's carved count
-  // (the thread heaps' remote free): any of the span's blocks, carved or not.
+  // (another thread's realloc): any of the span's blocks, carved or not.
   bool starts_block(const void* p) const {
     auto offset = static_cast<std::uint64_t>(static_cast<const char*>(p) - start);
     return block_index::starts_block(offset, block_mult, capacity_limit);
