@@ -7,8 +7,10 @@ namespace tenon {
 template <class C>
 bool engine<C>::trim(thread_heap<C>* calling_thread_heap) {
   if (calling_thread_heap != &g_empty_heap<C>) {
-    heaps.flush_remote(calling_thread_heap);
     heaps.flush_caches(calling_thread_heap);
+    // After the caches: their blocks of other heaps' spans (cache.ipp,
+    // free_cached_remote) went to the outboxes.
+    heaps.flush_remote(calling_thread_heap);
   }
   // Every thread's cached runs, an idle thread's too (docs/security.md,
   // "idle threads"): the forced pass below purges them with the rest.

@@ -165,6 +165,10 @@ void engine_front<E>::free_not_owned(span* s, void* p) noexcept {
     return;
   }
   if (__builtin_expect(!front_detail::is_small_block(s, p), 0)) return front_detail::report_not_small_block(s, p);
+  // A block of a cached class may stay in this thread's cache (cache.ipp,
+  // free_cached_remote): a tail call, the other classes' path unchanged.
+  if (kBlockCache.slot[s->cls] != block_cache_detail::kNone)
+    return E.heaps.free_cached_remote(h, s, static_cast<block*>(p));
   E.heaps.free_remote(h, s, static_cast<block*>(p));
 }
 
@@ -215,28 +219,41 @@ std::size_t engine_front<E>::usable_size(const void* p) noexcept {
   return foreign::usable_size(p);
 }
 
+// realloc of p in chunk span s (p's own, looked up by the caller). A moved
+// block is freed into s without a second lookup: s stays p's span, since p
+// is live until that free.
+template <auto& E>
+void* engine_front<E>::realloc_in_chunk(void* p, std::size_t n, span* s) noexcept {
+  TENON_CHECK(p != nullptr && n > 0 && n <= PTRDIFF_MAX && lookup::in_chunk(p) && lookup::span_of(p) == s);
+  std::size_t old;
+  if (s->kind == span_kind::large) {
+    // A live block only, as its free checks (large_runs::check_live): kept
+    // in place, a freed block's run (or an interior pointer's) would be
+    // handed out again by the next malloc; copied, the free after the copy
+    // went unnoticed (until 2026-11-27).
+    large_runs<config>::check_live(s, p, "realloc");
+    // Stay in place when the new size still fits the run and wastes < 3/4.
+    std::size_t room = large_runs<config>::usable(s, p);
+    if (n > kMaxSmall && n >= room / 4 && large_runs<config>::resize(s, p, n)) return p;
+    old = room;
+  } else {
+    front_detail::check_realloc_small<config>(s, p);
+    if (n <= s->block_size && n >= s->block_size / 2) return p;  // as realloc's inline test
+    old = s->block_size;
+  }
+  void* q = alloc(n);
+  if (!q) return nullptr;  // errno is ENOMEM; p is untouched
+  memcpy(q, p, old < n ? old : n);
+  free_in_chunk(p, s);
+  return q;
+}
+
 template <auto& E>
 void* engine_front<E>::realloc_slow(void* p, std::size_t n) noexcept {
   TENON_CHECK(p != nullptr && n > 0 && n <= PTRDIFF_MAX);  // standard_api answered the rest
+  if (lookup::in_chunk(p)) return realloc_in_chunk(p, n, lookup::span_of(p));
   std::size_t old;
-  if (lookup::in_chunk(p)) {
-    span* s = lookup::span_of(p);
-    if (s->kind == span_kind::large) {
-      // A live block only, as its free checks (large_runs::check_live): kept
-      // in place, a freed block's run (or an interior pointer's) would be
-      // handed out again by the next malloc; copied, the free after the copy
-      // went unnoticed (until 2026-11-27).
-      large_runs<config>::check_live(s, p, "realloc");
-      // Stay in place when the new size still fits the run and wastes < 3/4.
-      std::size_t room = large_runs<config>::usable(s, p);
-      if (n > kMaxSmall && n >= room / 4 && large_runs<config>::resize(s, p, n)) return p;
-      old = room;
-    } else {
-      front_detail::check_realloc_small<config>(s, p);
-      if (n <= s->block_size && n >= s->block_size / 2) return p;  // as realloc's inline test
-      old = s->block_size;
-    }
-  } else if (huge_header* h = huge_take(p, &old)) {
+  if (huge_header* h = huge_take(p, &old)) {
     if (old == 0) report_misuse("realloc", p, "double free", 0);
     return realloc_taken(h, p, n, old);
   } else if (huge_contains(p)) {

@@ -278,6 +278,7 @@ void thread_heaps<C>::release(heap_t* h) {
   auto chain = h->inbox.exchange(kInboxClosed, std::memory_order_acquire);
   sort_inbox_chain(h, reinterpret_cast<block*>(chain));
   flush_caches(h);  // the sort may have put blocks in them: back to their spans first
+  flush_remote(h);  // the flush's blocks of other heaps' spans (cache.ipp, free_cached_remote) went to outboxes
   chunks_->flush_cached(h->runs, true, &h->st);  // its runs: no thread of its own to reuse them now
   // Empty spans go back (a current one too: a thread that freed all it
   // allocated leaves nothing worth handing over, and its successor may

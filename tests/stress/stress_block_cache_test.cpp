@@ -1,7 +1,8 @@
-// The block cache of the classes with few blocks a span (8 KiB and up, layer
+// The block cache of the classes with few blocks a span (1 KiB and up, layer
 // 5): blocks freed into a thread's cache go back to their spans when the
 // thread exits and when it trims; blocks freed by other threads come back
-// through the owner's inbox into its cache and are handed out again intact.
+// through the owner's inbox into its cache and are handed out again intact,
+// or stay in the freeing thread's cache if it allocates their class.
 // The debug build's invariant checks (span counts, lists) run on every path.
 #include <gtest/gtest.h>
 
@@ -128,6 +129,63 @@ TEST(BlockCache, CrossThreadFreesOfCachedBlocks) {
   EXPECT_EQ(failures.count(), 0) << failures.first();
   const tenon_stats after = read_stats();
   EXPECT_EQ(after.small_in_use, before.small_in_use);
+}
+
+// A block of a cached class that another thread allocated, freed by a thread
+// that allocates the class too, is that thread's next block of the class
+// (cache.ipp, free_cached_remote): sent to its owner's inbox instead, it
+// waited there for the owner's next allocation slow path while this thread
+// took another block.
+TEST(BlockCache, AnotherThreadsBlockFreedHereIsHandedOutHereNext) {
+  std::atomic<void*> handed{nullptr};
+  std::atomic<bool> done{false};
+  std::thread owner([&] {
+    handed = tenon_malloc(4096);
+    while (!done.load()) std::this_thread::yield();  // alive: its heap owns the span
+  });
+  while (!handed.load()) std::this_thread::yield();
+  void* again = nullptr;
+  std::thread freer([&] {
+    void* mine = tenon_malloc(4096);  // this thread allocates the class: its cache serves it
+    tenon_free(handed.load());
+    again = tenon_malloc(4096);
+    tenon_free(again);
+    tenon_free(mine);
+  });
+  freer.join();
+  done = true;
+  owner.join();
+  EXPECT_EQ(again, handed.load());
+}
+
+// Blocks of another thread kept in a cache go home when the keeping thread
+// exits (and when it trims): once both threads are gone, nothing of theirs
+// is in use, their spans empty and released. The debug build checks the
+// owner's span counts as the blocks arrive.
+TEST(BlockCache, AnotherThreadsBlocksKeptHereGoHomeAtExitAndTrim) {
+  const tenon_stats before = read_stats();
+  constexpr unsigned kBlocks = 200;
+  for (int trim = 1; trim >= 0; --trim) {  // the exit round last: nothing after it flushes
+    std::vector<void*> blocks(kBlocks);
+    std::atomic<int> step{0};
+    std::thread owner([&] {
+      for (unsigned i = 0; i < kBlocks; ++i) blocks[i] = tenon_malloc(kSizes[i % std::size(kSizes)]);
+      step = 1;
+      while (step.load() != 2) std::this_thread::yield();  // alive while the other frees
+    });
+    while (step.load() != 1) std::this_thread::yield();
+    std::thread freer([&] {
+      void* mine[std::size(kSizes)];
+      for (std::size_t k = 0; k < std::size(kSizes); ++k) mine[k] = tenon_malloc(kSizes[k]);
+      for (void* p : blocks) tenon_free(p);
+      for (void* p : mine) tenon_free(p);
+      if (trim) tenon_malloc_trim(0);
+    });
+    freer.join();
+    step = 2;
+    owner.join();
+  }
+  EXPECT_EQ(read_stats().small_in_use, before.small_in_use);
 }
 
 // A thread frees kBurst blocks of 16 KiB (a class bounded in bytes: 256 KiB

@@ -50,6 +50,12 @@ class thread_heaps {
   // empty heap) does not own s: batched for the owner, or handed to s.
   // Inline (remote_free.h).
   __attribute__((always_inline)) void free_remote(heap_t* h, span* s, block* b);
+  // free_remote for a block of a class with a block cache (block_cache.h):
+  // kept in h's cache of its class for h's next allocations while h
+  // allocates that class and its cache has room (cache.ipp), else
+  // free_remote. Out of line, so that the remote free of the other classes
+  // pays only the class's test in front of free_remote (no frame).
+  [[gnu::noinline]] void free_cached_remote(heap_t* h, span* s, block* b);
 
   // Hand every outbox of this thread to its heap (also done on every
   // allocation slow path, at trim and at thread exit).
