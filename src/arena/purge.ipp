@@ -36,6 +36,7 @@ unsigned arena<C>::purge_run(chunk* c, unsigned first, unsigned n, stats_t* st) 
                                   std::size_t{n} << kSliceShift)) {
     if (!(c->dirty.fetch_and(~dirty, std::memory_order_relaxed) & ~dirty)) unmark_warm(c);
     clear_dense(c, mask);
+    c->linked.fetch_and(~mask, std::memory_order_relaxed);  // zero again
     done = static_cast<unsigned>(std::popcount(dirty));
     count_kept(-static_cast<std::int64_t>(done));
     count(st, shared_stats_, stat_purges);  // one run, one system call

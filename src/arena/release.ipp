@@ -22,6 +22,24 @@ inline std::uint64_t carved_slices(const span* s) {
   return whole ? slice_bits::run_mask(s->first_slice, whole) : 0;
 }
 
+// The slices that may hold a link or the free key once s is free, as chunk
+// bits (chunk::linked). A small span's: those its carving reached at all
+// (wherever a block was carved, its link and the key may stay after it). A
+// large block's: all of them. Its memory is its program's, which may be a
+// copy of memory that held free blocks (realloc copies a block whole, the
+// words its user never wrote included, and so may the program), so the
+// keys land on slices no small span wrote, at the same offsets in a slice:
+// spans formed there handed out blocks unwritten with the key in their
+// second word, whose first free was a false double free (freeze_probe
+// --churn; FreshBlocks.ReallocCopyIntoALargeBlockLeavesNoKeyInAFreshBlock).
+inline std::uint64_t linked_slices(const span* s) {
+  if (s->kind != span_kind::small) return slice_bits::run_mask(s->first_slice, s->nslices);
+  if (s->carved == 0) return 0;
+  std::size_t carved = std::size_t{s->carved} * s->block_size;
+  unsigned n = static_cast<unsigned>((carved + kSliceSize - 1) >> kSliceShift);
+  return slice_bits::run_mask(s->first_slice, n < s->nslices ? n : s->nslices);
+}
+
 template <class C>
 void arena<C>::release_span(span* s, stats_t* st, std::uint32_t idle_ms) {
   chunk* c = chunk_of(s);
@@ -36,6 +54,7 @@ void arena<C>::release_span(span* s, stats_t* st, std::uint32_t idle_ms) {
     for (unsigned i = first; i < first + n; ++i) c->dirty_ms[i].store(now - idle_ms, std::memory_order_relaxed);
     if (c->dirty.fetch_or(mask, std::memory_order_relaxed) == 0) mark_warm(c);
     if (std::uint64_t carved = carved_slices(s)) mark_dense(c, carved);
+    if (std::uint64_t written = linked_slices(s)) c->linked.fetch_or(written, std::memory_order_relaxed);
     TENON_INJECT_POINT("chunk.release");
     // Release: the descriptor and dirty bits are written before the slices are
     // visible as free to the next taker (who acquires).

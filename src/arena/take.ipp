@@ -23,6 +23,7 @@ inline span* form(chunk* c, unsigned first, unsigned n) {
   s->zeroed = (dirty & mask) == 0;
   s->some_clean = (dirty & mask) != mask;
   if (dirty & mask) c->dirty.fetch_and(~mask, std::memory_order_relaxed);
+  s->no_links = (c->linked.load(std::memory_order_relaxed) & mask) == 0;
   s->first_slice = static_cast<std::uint8_t>(first);
   s->nslices = static_cast<std::uint8_t>(n);
   s->start = reinterpret_cast<char*>(c) + (std::size_t{first} << kSliceShift);

@@ -28,9 +28,13 @@ bool thread_heaps<C>::cache_put_back(class_lists& l, span* s) {
 // Fill an empty cache with a quarter of its limit (carving more touched
 // memory for blocks nobody asked for), from the heap's spans (the same
 // search as for a current span: avail, the kept empty span, unowned spans,
-// fresh slices). False if no block could be had.
+// fresh slices). False if no block could be had. Where the cache is still
+// empty and the span has no free block but uncarved ones that hold no
+// allocator word, one of those is taken unwritten into *untouched instead
+// (take_untouched), and the cache stays empty: each such block is a slow
+// path, and its page faults the program's.
 template <class C>
-bool thread_heaps<C>::cache_refill(heap_t* h, unsigned cls, block_cache& c) {
+bool thread_heaps<C>::cache_refill(heap_t* h, unsigned cls, block_cache& c, block** untouched) {
   class_lists& l = h->lists[cls];
   std::uint32_t want = c.limit / 4 ? c.limit / 4 : 1;
   while (want) {
@@ -38,7 +42,12 @@ bool thread_heaps<C>::cache_refill(heap_t* h, unsigned cls, block_cache& c) {
     if (!s) return c.front.free != nullptr;
     TENON_CHECK(s->cls == cls && s->owner.load(std::memory_order_relaxed) == h && s->next == nullptr);
     do {
-      while (want && (s->free || refill(s))) {
+      while (want) {
+        if (!s->free && !collect(s)) {
+          if (!c.front.free && (*untouched = take_untouched(s)) != nullptr) want = 0;
+          if (!want || s->carved == s->capacity) break;
+          carve(s);
+        }
         block* b = pop(s);
         C::links::set_next(b, c.front.free, &c.front);
         second_word(b) = free_key();  // pop cleared it; a cached block is a free one
@@ -51,11 +60,27 @@ bool thread_heaps<C>::cache_refill(heap_t* h, unsigned cls, block_cache& c) {
   return true;
 }
 
+// The next untouched block (take_untouched) of the span at the head of the
+// class's avail list, left there, if that span has no free block and no
+// remote one waiting: what cache_refill would take, without its search and
+// the span's unlink and push, paid once a block on this path.
+template <class C>
+block* thread_heaps<C>::untouched_on_avail(class_lists& l) {
+  span* s = l.avail;
+  if (!s || s->free || remote_word::head(s->remote.load(std::memory_order_relaxed))) return nullptr;
+  block* b = take_untouched(s);
+  if (b) s->set_low_mark(s->used());  // as cache_put_back left it: its frees take the slow path
+  return b;
+}
+
 template <class C>
 void* thread_heaps<C>::cache_alloc(heap_t* h, unsigned cls) {
   block_cache& c = h->cache[kBlockCache.slot[cls]];
-  if (!c.front.free && !cache_refill(h, cls, c)) return nullptr;
+  block* untouched = nullptr;
+  if (!c.front.free && !(untouched = untouched_on_avail(h->lists[cls])) && !cache_refill(h, cls, c, &untouched))
+    return nullptr;
   h->current[cls] = &c.front;
+  if (untouched) return untouched;
   return pop(&c.front);
 }
 

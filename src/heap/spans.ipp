@@ -101,6 +101,39 @@ void thread_heaps<C>::carve(span* s) {
   s->set_carved(s->carved + n);
 }
 
+// The biggest class whose blocks take_untouched hands out: the latency
+// row's faulting mallocs were of 1-4 KiB. A block of a page or more faults
+// once whichever way it goes out, and each untouched one is a slow path
+// (mstress's 5-10 KiB classes: 2% more instructions without this bound).
+constexpr std::uint32_t kUntouchedMaxBlock = 4096;
+
+// The span's next uncarved block, handed out as it is: neither its link
+// nor the clear of its first two words is written, so that a page the block
+// lies on that is not resident faults at the program's first write rather
+// than in malloc (docs/architecture.md, layer 5, "Blocks of 1-4 KiB handed
+// out unwritten").
+// Only where the uncarved part holds no allocator word (span::no_links) and
+// the config does not shuffle fresh blocks; else nullptr.
+template <class C>
+block* thread_heaps<C>::take_untouched(span* s) {
+  if constexpr (heap_detail::shuffles_fresh<C>()) {
+    return nullptr;
+  } else {
+    if (!s->no_links || s->carved >= s->capacity || s->block_size > kUntouchedMaxBlock) return nullptr;
+    auto* b = reinterpret_cast<block*>(s->start + std::size_t{s->carved} * s->block_size);
+    // The invariant build reads what the release build must not touch: the
+    // key here is a false double free at the block's first free, a link a
+    // heap address handed to the program (both found too late, far from
+    // here, otherwise). Uncarved memory of such a span is as the kernel left
+    // it, zero. The read maps the zero page, no resident page, in that build.
+    TENON_CHECK(second_word(b) != free_key());
+    TENON_CHECK(block_word(b, 0) == 0 && second_word(b) == 0);
+    s->set_carved(s->carved + 1);
+    s->add_used(1);
+    return b;
+  }
+}
+
 // A chain from a span's remote list that runs on past the `count` blocks
 // pushed onto it: a block was pushed twice (freed twice by threads that do
 // not own the span), which closed a cycle. Names the block that comes twice

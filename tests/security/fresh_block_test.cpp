@@ -89,6 +89,79 @@ TEST(FreshBlocks, MemoryOfReleasedSpansLeavesNoLinkInTheFirstTwoWords) {
   }
 }
 
+// Blocks of the cached classes up to 4 KiB go out unwritten from spans on
+// slices no small span wrote since they were fresh or purged (chunk::linked,
+// docs/architecture.md, layer 5, "Blocks of 1-4 KiB handed out unwritten").
+// A large block in between does not make such a slice clean: small blocks'
+// links stay where the large block's user did not write. 200,000 blocks of
+// 16 bytes freed (each linked to the next), blocks of 40,000 bytes formed
+// over their slices and freed, written at their first byte only, then
+// blocks of 1-4 KiB: their first two words hold no link.
+TEST(FreshBlocks, SlicesOfALargeBlockAfterSmallOnesStillCleared) {
+  std::vector<void*> small(200000);
+  for (auto& b : small) b = tenon_malloc(16);
+  for (auto b = small.rbegin(); b != small.rend(); ++b) tenon_free(*b);
+  std::vector<char*> large(200);
+  for (auto& b : large) {
+    b = static_cast<char*>(tenon_malloc(40000));
+    ASSERT_NE(b, nullptr);
+    b[0] = 1;
+  }
+  for (char* b : large) tenon_free(b);
+  check_first_two_words_after(16);
+}
+
+// A large block's memory is its program's, and may be a copy of memory that
+// held free blocks' keys: realloc copies a block whole, the words its user
+// never wrote included. Freed blocks of 2048 bytes (the key in each second
+// word) on a slice a thread gave back at its exit, a block of 60,000 bytes
+// formed over it and grown by realloc to 1.5 MiB (a run of fresh
+// slices, which no small span ever wrote): the copy carries the keys there,
+// at the same offsets in a slice. Spans of 2048 bytes formed over the grown
+// block's slices once it is freed hand out their blocks unwritten
+// (docs/architecture.md, layer 5, "Blocks of 1-4 KiB handed out
+// unwritten"), and until the release of a large run marked its slices as
+// possibly holding the key (chunk::linked), such a block held the key in
+// its second word (29 of 4,000, one per key copied): its first free was
+// reported as a double free (freeze_tenon_churn, branch bump, reverted
+// from main as a680f11).
+TEST(FreshBlocks, ReallocCopyIntoALargeBlockLeavesNoKeyInAFreshBlock) {
+  constexpr std::size_t kSmall = 2048;
+  std::uint64_t key = 0;
+  std::thread([&] {
+    std::vector<void*> blocks(32);  // a slice of them
+    for (auto& b : blocks) {
+      b = tenon_malloc(kSmall);
+      if (b) std::memset(b, 0, kSmall);
+    }
+    for (void* b : blocks) tenon_free(b);
+    // Read after its free, on purpose: the key a freed block holds.
+    std::memcpy(&key, static_cast<char*>(blocks.back()) + sizeof key, sizeof key);
+  }).join();  // its heap's spans go back at its exit
+  ASSERT_NE(key, 0u);
+  auto* src = static_cast<char*>(tenon_malloc(60000));
+  ASSERT_NE(src, nullptr);
+  src[0] = 1;
+  auto* dst = static_cast<char*>(tenon_realloc(src, 1536 << 10));
+  ASSERT_NE(dst, nullptr);
+  tenon_free(dst);
+  std::size_t holding = 0;
+  std::vector<void*> fresh(4000);
+  for (auto& b : fresh) {
+    b = tenon_malloc(kSmall);
+    ASSERT_NE(b, nullptr);
+    std::uint64_t second;
+    std::memcpy(&second, static_cast<char*>(b) + sizeof second, sizeof second);
+    if (second == key) {
+      ++holding;
+      b = nullptr;  // its free would be reported as a double free: kept
+    }
+  }
+  EXPECT_EQ(holding, 0u) << holding << " of " << fresh.size() << " fresh " << kSmall
+                         << "-byte blocks hold the free key in their second word";
+  for (void* b : fresh) tenon_free(b);
+}
+
 // Blocks freed by another thread travel in batches whose third words name
 // a block further down the batch (the owner's sort prefetches it): the
 // sort, or the span's remote list where the owner's thread is gone, clears

@@ -30,6 +30,13 @@ struct chunk {
   // carved it (its pages written, so resident unless purged since, which
   // clears the bit); such slices go to spans first (arena::find_run)
   std::atomic<std::uint64_t> dense;
+  // bit i: a small span's carving reached slice i (its blocks' links and the
+  // free key may be anywhere in it), or a large block held it (its program's
+  // words, which may be a copy of such memory: realloc's), and no purge has
+  // zeroed it since. Set at a span's release (arena::linked_slices), cleared
+  // by a purge. A small span formed on slices without it hands out its
+  // blocks of the cached classes untouched (span::no_links, heap/cache.ipp).
+  std::atomic<std::uint64_t> linked;
   // The chunk's slot in its arena's registry (kNoSlot: not registered), for
   // its bit in the warm map (arena::mark_warm). Written once, before the
   // registry publishes the chunk.

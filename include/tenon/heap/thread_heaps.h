@@ -129,6 +129,7 @@ class thread_heaps {
 
   // spans.ipp: the owner's span lists and transitions.
   void carve(span* s);
+  block* take_untouched(span* s);
   void merge_free(span* s, block* chain, std::uint32_t count);
   void take_remote(span* s);
   bool collect(span* s);
@@ -156,7 +157,8 @@ class thread_heaps {
 
   // cache.ipp: the block cache of the classes with few blocks a span.
   bool cache_put_back(class_lists& l, span* s);
-  bool cache_refill(heap_t* h, unsigned cls, block_cache& c);
+  bool cache_refill(heap_t* h, unsigned cls, block_cache& c, block** untouched);
+  block* untouched_on_avail(class_lists& l);
   void* cache_alloc(heap_t* h, unsigned cls);
   void cache_return(heap_t* h, block* b);
   [[gnu::noinline]] void cache_trim(heap_t* h, block_cache& c, std::uint32_t keep);

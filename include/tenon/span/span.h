@@ -85,6 +85,11 @@ struct alignas(64) span {
   bool zeroed = false;         // memory known to read as zeros (fresh or purged)
   bool some_clean = false;     // a slice of it was fresh or purged when taken: TENON_POPULATE pre-faults it
   bool guarded = false;        // large spans of a guarded config: guard pages before and after the block (large.ipp)
+  // Small spans: no slice of it held a small span's blocks or a large block
+  // since it was fresh or purged (chunk::linked clear when taken), so its blocks not yet
+  // carved hold no link and no free key: they can go out unwritten, their
+  // page faults left to the program's first write (heap/cache.ipp).
+  bool no_links = false;
   // What block_index::starts_block admits on the owner's free: the blocks
   // carved so far. Written by the owner only, through set_carved() (at the
   // span's forming and when it carves: never on a malloc or free), and only
