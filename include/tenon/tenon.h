@@ -55,7 +55,9 @@ TENON_API const char* tenon_version(void);
  * a program that must not map memory after start-up (embedded, real-time)
  * or that hands tenon a prepared region installs a source before tenon's
  * first allocation. reserve returns `size` bytes of anonymous, private,
- * read-write memory at a multiple of `alignment` (a power of two), or NULL;
+ * read-write memory at a multiple of `alignment` (a power of two) whose
+ * bytes read as zeros, as a fresh mapping's do (calloc and the blocks
+ * handed out unwritten rely on it), or NULL;
  * release (may be NULL) takes back a range reserve gave. With a source,
  * tenon never moves or resizes mappings (realloc of huge blocks copies).
  * Returns 0, EBUSY if tenon has already reserved memory or a source is set,
@@ -70,7 +72,8 @@ TENON_API int tenon_set_memory_source(const tenon_memory_source* source);
 /* A memory source over [base, base + size): ranges are cut from it in order
  * and not reused once released (tenon keeps its chunks anyway; only huge
  * blocks are released). The region must be anonymous, private, read-write
- * memory (a static array, an mmap'ed range): tenon drops the pages of its
+ * memory that reads as zeros (a static array never written, a fresh mmap'ed
+ * range): tenon drops the pages of its
  * free parts with madvise. Returns 0, EBUSY as above, EINVAL if the region
  * cannot hold two 4 MiB chunks. */
 TENON_API int tenon_use_fixed_region(void* base, size_t size);

@@ -12,7 +12,8 @@
 namespace tenon::os {
 
 // Installs [base, base + size) as the memory source. The region must be
-// anonymous, private, read-write memory (an mmap'ed range, a static array):
+// anonymous, private, read-write memory that reads as zeros (a fresh mmap'ed
+// range, a static array never written):
 // tenon drops the pages of free parts with madvise(MADV_DONTNEED). False if
 // memory was reserved already, or the region cannot hold one chunk.
 bool use_fixed_region(void* base, std::size_t size);
