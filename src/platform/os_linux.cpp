@@ -537,6 +537,8 @@ void write_error(const char* text) { write_error(text, strlen(text)); }
 
 bool write_stream(std::FILE* stream, const char* text) { return fputs(text, stream) >= 0; }
 
+bool flush_stream(std::FILE* stream) { return fflush(stream) == 0; }
+
 void abort_process() { abort(); }
 
 long thread_key_create(void (*destructor)(void*)) {
