@@ -145,6 +145,10 @@ int write_malloc_info(const tenon_stats& s, int options, FILE* fp) noexcept {
                   .str("/>\n"));
   }
   ok &= put(line().str("</malloc>\n"));
+  // Into a buffered FILE, fputs only fills the buffer: the write that can
+  // fail (a full disk, a closed pipe) comes at the flush, here, so that -1
+  // says so (docs/api.md; until 2026-11-29 a refused write answered 0).
+  ok &= os::flush_stream(fp);
   return ok ? 0 : -1;
 }
 

@@ -207,8 +207,21 @@ bool thread_heaps<C>::make_room(heap_t* h, unsigned serving) {
   return release_unused_spans(h);
 }
 
+// A call that succeeds leaves errno as it was (docs/api.md): on the way to
+// the block it hands out, find_block may have been refused memory (a new
+// chunk past an address-space limit, ENOMEM) before it found a span with
+// free blocks (found 2026-11-29, branch audit2: malloc(16) at a 64 MiB
+// RLIMIT_AS, one block freed, succeeded with errno ENOMEM).
 template <class C>
 void* thread_heaps<C>::alloc_slow(heap_t* h, unsigned cls) {
+  int saved = errno;
+  void* p = find_block(h, cls);
+  if (p) errno = saved;
+  return p;
+}
+
+template <class C>
+void* thread_heaps<C>::find_block(heap_t* h, unsigned cls) {
   if (h == &g_empty_heap<C>) {
     if (t_thread<C>.released) return alloc_heapless(cls);
     h = attach();

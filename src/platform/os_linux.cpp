@@ -527,15 +527,32 @@ std::uint64_t random_u64() {
   return v;
 }
 
+// SIGPIPE is held back around the write: a report or the statistics written
+// to a pipe whose reader is gone (`prog 2>&1 | head`) must not end the
+// program with SIGPIPE in place of its own exit (or a misuse's SIGABRT);
+// preload.stats_to_closed_pipe. The signal our write raised is taken off the
+// thread's pending set unless one was pending already. Three system calls
+// more a message; messages are rare.
 void write_error(const char* text, std::size_t length) {
   int saved = errno;
-  write_all(2, text, length);
+  sigset_t pipe_only, before, pending;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &before);
+  bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+  if (!write_all(2, text, length) && errno == EPIPE && !was_pending) {
+    struct timespec now = {0, 0};
+    sigtimedwait(&pipe_only, nullptr, &now);
+  }
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
   errno = saved;
 }
 
 void write_error(const char* text) { write_error(text, strlen(text)); }
 
 bool write_stream(std::FILE* stream, const char* text) { return fputs(text, stream) >= 0; }
+
+bool flush_stream(std::FILE* stream) { return fflush(stream) == 0; }
 
 void abort_process() { abort(); }
 

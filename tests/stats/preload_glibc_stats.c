@@ -127,6 +127,15 @@ int main(void) {
   CHECK(value_after(text, "<total type=\"mmap\" count=\"") == kHuge, "malloc_info mmap count");
   errno = 0;
   CHECK(malloc_info(1, xml) == -1 && errno == EINVAL, "malloc_info(1, fp): -1, EINVAL");
+  /* A write that fails, into a buffered FILE: the device refuses it when the
+   * buffer goes out, and malloc_info answers -1 as docs/api.md says ("-1 if
+   * a write failed"; found 2026-11-29, branch audit2: it answered 0 and the
+   * text was lost at the program's fclose). */
+  FILE* full = fopen("/dev/full", "w");
+  if (full) {
+    CHECK(malloc_info(0, full) == -1, "malloc_info(0, /dev/full): not -1");
+    fclose(full);
+  }
 
   for (size_t i = 0; i < k; ++i) free(blocks[i]);
   mi = mallinfo2();

@@ -41,6 +41,7 @@ class thread_heaps {
 
   // Slow paths of the inline fast paths in heap.h.
   void* alloc_slow(heap_t* h, unsigned cls);
+  void* find_block(heap_t* h, unsigned cls);
   void local_free_slow(heap_t* h, span* s);
   // A block of a span of a cached class (block_cache.h) sorted from the
   // owner's inbox (the owner's free pushes it through span::push_to).

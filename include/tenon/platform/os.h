@@ -155,6 +155,8 @@ void write_error(const char* text);
 // Writes text to a stdio stream (fputs; malloc_info's FILE*): false on an
 // error. A buffered stream gets its buffer from malloc on its first write.
 bool write_stream(std::FILE* stream, const char* text);
+// fflush(stream): false if the write failed.
+bool flush_stream(std::FILE* stream);
 
 // Ends the process with SIGABRT (after a message was written).
 [[noreturn]] void abort_process();

@@ -44,6 +44,8 @@
 // blocks wait closed at a time, process-wide (their mappings' VMAs); past
 // that a large block waits open.
 #pragma once
+#include <errno.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -119,13 +121,18 @@ struct quarantine : pass_through<Inner> {
   // answer, which the caller makes anyway. Always in line: with realloc's
   // call beside the canary's, GCC made it a function of its own (the secure
   // malloc(32)+free pair 239.35 -> 252.35 instructions).
+  // errno is read before the first try: a retry that succeeds puts it back
+  // (a call that succeeds leaves errno as it was, docs/api.md; until
+  // 2026-11-29, branch audit2, it left the first try's ENOMEM).
   [[gnu::always_inline]] static void* alloc(std::size_t n) noexcept {
+    int before = errno;
     void* p = Inner::alloc(n);
-    return __builtin_expect(p != nullptr, 1) ? p : alloc_after_flush(n);
+    return __builtin_expect(p != nullptr, 1) ? p : alloc_after_flush(n, before);
   }
   static void* alloc_aligned(std::size_t align, std::size_t n) noexcept {
+    int before = errno;
     void* p = Inner::alloc_aligned(align, n);
-    return __builtin_expect(p != nullptr, 1) ? p : alloc_aligned_after_flush(align, n);
+    return __builtin_expect(p != nullptr, 1) ? p : alloc_aligned_after_flush(align, n, before);
   }
 
   // A huge block (past kMaxLargeBlock: its free goes straight to Inner, it
@@ -213,11 +220,15 @@ struct quarantine : pass_through<Inner> {
 
   // Inner's errno (ENOMEM) stands when nothing was waiting; a retry that
   // fails sets it again.
-  [[gnu::cold, gnu::noinline]] static void* alloc_after_flush(std::size_t n) {
-    return flush() ? Inner::alloc(n) : nullptr;
+  [[gnu::cold, gnu::noinline]] static void* alloc_after_flush(std::size_t n, int before) {
+    return restore_errno(flush() ? Inner::alloc(n) : nullptr, before);
   }
-  [[gnu::cold, gnu::noinline]] static void* alloc_aligned_after_flush(std::size_t align, std::size_t n) {
-    return flush() ? Inner::alloc_aligned(align, n) : nullptr;
+  [[gnu::cold, gnu::noinline]] static void* alloc_aligned_after_flush(std::size_t align, std::size_t n, int before) {
+    return restore_errno(flush() ? Inner::alloc_aligned(align, n) : nullptr, before);
+  }
+  static void* restore_errno(void* p, int before) {
+    if (p) errno = before;
+    return p;
   }
 
   // The blocks of the shared slots and of the calling thread's ring leave
