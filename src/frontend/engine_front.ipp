@@ -83,14 +83,19 @@ inline bool is_small_block(const span* s, const void* p) {
   report_not_carved_block(s, static_cast<const block*>(p));
 }
 
-// realloc of p in small span s must name a live block: a block start (one
-// the owner carved, when the caller owns s) that does not hold the free key
-// (free_key.h: a free block holds it wherever it waits).
+// realloc of p in small span s must name a live block: a block start that
+// the owner carved (another thread reads the carved bound relaxed, as its
+// free does: is_small_block above) and that does not hold the free key
+// (free_key.h: a free block holds it wherever it waits). Until 2026-11-29
+// another thread bounded p by the span's capacity, and a slot never carved
+// was reallocated in place and handed back, to be carved and handed out
+// again by the owner (ReallocMisuseDeathTest.SlotNotCarvedYet*).
 template <class C>
 void check_realloc_small(span* s, void* p) {
   auto* h = t_thread<C>.current;
   if (s->owner.load(std::memory_order_relaxed) == h) return check_realloc_own(h, s, p);
-  if (!s->starts_block(p)) report_misuse("realloc", p, "invalid pointer (not the start of a block)", s->block_size);
+  if (!s->starts_carved_block_any_thread(p))
+    report_misuse("realloc", p, "invalid pointer (not the start of a block)", s->block_size);
   if (second_word(static_cast<block*>(p)) == free_key()) report_misuse("realloc", p, "double free", s->block_size);
 }
 

@@ -85,6 +85,32 @@ TEST(ReallocMisuseDeathTest, FreedByItsOwnerReallocatedByAnother) {
       testing::KilledBySignal(SIGABRT), "tenon: realloc\\(0x[0-9a-f]+\\): double free");
 }
 
+// A slot that no call handed out (a new heap's span, carved a page at a
+// time, `ahead` bytes past its first block), reallocated to its own size
+// by a thread that does not own the span: the in-place answer handed the
+// caller a slot the owner carves and hands out later. Reported at the call,
+// as the owner's realloc and any thread's free report it (the carved
+// bound, read relaxed); until 2026-11-29 (the second reader of branch
+// `remote`) that thread bounded the block by the span's capacity and
+// returned the slot.
+void realloc_uncarved_slot_from_another_thread(std::size_t n, std::size_t ahead) {
+  tenon_heap_t* h = tenon_heap_new(nullptr);
+  char* p = static_cast<char*>(tenon_heap_malloc(h, n));
+  void* r = nullptr;
+  std::thread([&] { r = tenon_realloc(p + ahead, n); }).join();
+  std::fprintf(stderr, "no report: %p\n", r);
+}
+
+TEST(ReallocMisuseDeathTest, SlotNotCarvedYetInPlaceByAnotherThread) {
+  EXPECT_EXIT(realloc_uncarved_slot_from_another_thread(16, 16384), testing::KilledBySignal(SIGABRT), kInterior);
+}
+
+// In a class with a block cache (1 KiB: its first block handed out
+// unwritten, the next 31 not carved).
+TEST(ReallocMisuseDeathTest, SlotNotCarvedYetInACachedClassInPlaceByAnotherThread) {
+  EXPECT_EXIT(realloc_uncarved_slot_from_another_thread(1024, 32768), testing::KilledBySignal(SIGABRT), kInterior);
+}
+
 // A live block whose second word holds the free key, which a program can
 // only have copied out of a freed block, is taken for a freed one: realloc
 // reports it, by its owner and by another thread (since 2026-11-27, branch

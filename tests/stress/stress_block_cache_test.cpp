@@ -6,6 +6,8 @@
 // The debug build's invariant checks (span counts, lists) run on every path.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -264,6 +266,72 @@ TEST(BlockCacheDeathTest, DoubleFreeOfTheBlockCachedLastIsReported) {
         tenon_free(p);
       },
       "double free");
+}
+
+// A block of a live thread's span, freed by a thread that allocates its
+// class, stays in that thread's cache (cache.ipp, free_cached_remote) with
+// the free key in it, as any free block holds it. Its second free must be
+// reported whoever makes it: the keeping thread, a third thread or the
+// owner while it is kept (and realloc by the owner), and the keeping thread
+// again after its trim sent the block home (cache_return: the key is taken
+// off and stored again by the remote free). Checked on 2026-11-29 by the
+// second reader of branch `room`: reported on every path.
+enum class again { keeper, third, owner, owner_realloc, keeper_after_trim };
+
+void wait_for(const std::atomic<int>& step, int at_least) {
+  while (step.load() < at_least) std::this_thread::yield();
+}
+
+void free_kept_block_again(again who) {
+  std::atomic<int> step{0};
+  void* p = nullptr;
+  std::thread owner([&] {
+    p = tenon_malloc(4096);
+    step = 1;
+    wait_for(step, 2);
+    if (who == again::owner) tenon_free(p);
+    if (who == again::owner_realloc) p = tenon_realloc(p, 3 * 4096);
+    step = 3;
+    wait_for(step, 4);  // alive to the end: its heap owns the span
+  });
+  wait_for(step, 1);
+  std::thread keeper([&] {
+    void* mine = tenon_malloc(4096);  // this thread allocates the class: its cache keeps p
+    tenon_free(p);
+    if (who == again::keeper) tenon_free(p);
+    if (who == again::keeper_after_trim) {
+      tenon_malloc_trim(0);
+      tenon_free(p);
+    }
+    step = 2;
+    wait_for(step, 3);  // p still kept while the others free it again
+    tenon_free(mine);
+  });
+  if (who == again::third) {
+    wait_for(step, 2);
+    std::thread([&] { tenon_free(p); }).join();
+  }
+  keeper.join();
+  step = 4;
+  owner.join();
+}
+
+void expect_kept_double_free_reported(again who) {
+  GTEST_FLAG_SET(death_test_style, "fast");  // as above
+  EXPECT_DEATH(
+      {
+        alarm(20);  // a hang fails at once
+        free_kept_block_again(who);
+      },
+      "double free");
+}
+
+TEST(BlockCacheDeathTest, KeptBlockFreedAgainByTheKeepingThread) { expect_kept_double_free_reported(again::keeper); }
+TEST(BlockCacheDeathTest, KeptBlockFreedAgainByAThirdThread) { expect_kept_double_free_reported(again::third); }
+TEST(BlockCacheDeathTest, KeptBlockFreedAgainByItsOwner) { expect_kept_double_free_reported(again::owner); }
+TEST(BlockCacheDeathTest, KeptBlockReallocatedByItsOwner) { expect_kept_double_free_reported(again::owner_realloc); }
+TEST(BlockCacheDeathTest, KeptBlockFreedAgainAfterTheTrimSentItHome) {
+  expect_kept_double_free_reported(again::keeper_after_trim);
 }
 
 }  // namespace

@@ -13,7 +13,7 @@
 // M (over 2^48 for blocks up to 32 KiB): `n * M < k * e` holds exactly when n is the
 // start of one of the first k blocks. The owner keeps k * e for the blocks
 // it has carved (span::carved_limit), which any freer reads (a remote one
-// with a relaxed load); another thread's realloc uses the span's capacity.
+// with a relaxed load), another thread's realloc too (since 2026-11-29).
 // tests/unit checks every offset of every class against `%`.
 #pragma once
 #include <cstdint>

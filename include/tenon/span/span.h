@@ -166,8 +166,9 @@ struct alignas(64) span {
   // Where the owner's free pushes (push_to above).
   __attribute__((always_inline)) span* push_target() const { return __atomic_load_n(&push_to, __ATOMIC_RELAXED); }
   void set_push_target(span* t) { __atomic_store_n(&push_to, t, __ATOMIC_RELAXED); }
-  // The same for any thread, which does not read the owner's carved count
-  // (another thread's realloc): any of the span's blocks, carved or not.
+  // Any of the span's blocks, carved or not (the capacity bound). No caller
+  // since 2026-11-29: another thread's realloc, its last, tests the carved
+  // bound as that thread's free does (engine_front.ipp, check_realloc_small).
   bool starts_block(const void* p) const {
     auto offset = static_cast<std::uint64_t>(static_cast<const char*>(p) - start);
     return block_index::starts_block(offset, block_mult, capacity_limit);
