@@ -50,7 +50,6 @@ span* thread_heaps<C>::form_small_span(heap_t* owner, unsigned cls, chunk** hint
   s->block_size = kClasses.size[cls];
   s->capacity = static_cast<std::uint32_t>((std::size_t{s->nslices} << kSliceShift) / s->block_size);
   s->block_mult = kClasses.block_mult[cls];
-  s->capacity_limit = block_index::limit(s->block_mult, s->block_size, s->capacity);
   s->set_carved(0);
   s->free = nullptr;
   s->low_mark = 1;

@@ -77,7 +77,6 @@ struct alignas(64) span {
   std::uint32_t block_size = 0;
   std::uint32_t capacity = 0;
   std::uint64_t block_mult = 0;      // small spans: block_index::multiplier(block_size)
-  std::uint64_t capacity_limit = 0;  // what block_index::starts_block admits: every block
   span_kind kind = span_kind::small;
   std::uint8_t cls = 0;
   std::uint8_t first_slice = 0;
@@ -166,13 +165,6 @@ struct alignas(64) span {
   // Where the owner's free pushes (push_to above).
   __attribute__((always_inline)) span* push_target() const { return __atomic_load_n(&push_to, __ATOMIC_RELAXED); }
   void set_push_target(span* t) { __atomic_store_n(&push_to, t, __ATOMIC_RELAXED); }
-  // Any of the span's blocks, carved or not (the capacity bound). No caller
-  // since 2026-11-29: another thread's realloc, its last, tests the carved
-  // bound as that thread's free does (engine_front.ipp, check_realloc_small).
-  bool starts_block(const void* p) const {
-    auto offset = static_cast<std::uint64_t>(static_cast<const char*>(p) - start);
-    return block_index::starts_block(offset, block_mult, capacity_limit);
-  }
   void set_low_mark(std::uint32_t m) {
     std::uint32_t u = used();
     low_mark = m;
