@@ -4,6 +4,8 @@
 // where a seccomp filter refuses it).
 #include "tenon/frontend/foreign.h"
 
+#include "tenon/common/inject.h"
+
 #include "tenon/platform/glibc_chunk.h"
 #include "tenon/platform/misuse.h"
 #include "tenon/platform/os.h"
@@ -26,6 +28,7 @@ bool nothing_mapped_before(const void* p) {
 void free(void* p) {
   if (nothing_mapped_before(p))
     report_misuse("free", p, "invalid pointer (nothing mapped there: not a block, or one already freed)", 0);
+  TENON_INJECT_POINT("foreign.read");
   // No glibc header either (glibc's own free checks the same and aborts:
   // "free(): invalid pointer", "invalid size"): a stack or static buffer,
   // another mapping, a made-up pointer.
@@ -47,7 +50,9 @@ resize plan_resize(const void* p, std::size_t n, std::size_t* usable) {
 
 std::size_t usable_size(const void* p) {
   os::glibc_chunk c;
-  return !nothing_mapped_before(p) && os::read_glibc_chunk(p, &c) ? c.usable : 0;
+  if (nothing_mapped_before(p)) return 0;
+  TENON_INJECT_POINT("foreign.read");
+  return os::read_glibc_chunk(p, &c) ? c.usable : 0;
 }
 
 }  // namespace tenon::foreign
