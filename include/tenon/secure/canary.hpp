@@ -263,12 +263,17 @@ struct canary : pass_through<Inner> {
   // the generic realloc moves); a bigger n moves it; any other pointer (no
   // glibc header before it) is NULL with EINVAL and p left alone, where the
   // generic realloc allocated and then ended the program in the free of p
-  // (until 2026-11-27).
+  // (until 2026-11-27), except a pointer with nothing mapped before it,
+  // reported as this build's free reports it: most often a huge block freed
+  // and unmapped past its purge delay (the lead's decision, 2026-11-29,
+  // branch usw; NULL with EINVAL before, as the default build still
+  // answers: SecureDetects.ReallocOfFreedHugeBlockPastItsPurge).
   [[gnu::noinline]] static void* realloc_foreign(void* p, std::size_t n) noexcept {
     std::size_t old = 0;
     switch (foreign::plan_resize(p, n, &old)) {
       case foreign::resize::stay: return p;
       case foreign::resize::invalid: errno = EINVAL; return nullptr;
+      case foreign::resize::nothing_mapped: report_misuse("realloc", p, foreign::kNothingMapped, 0);
       case foreign::resize::move: break;
     }
     void* q = alloc(n);
