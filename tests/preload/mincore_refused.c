@@ -13,8 +13,10 @@
  * Each case runs in a child that installs the filter (PR_SET_NO_NEW_PRIVS,
  * then a BPF program answering SECCOMP_RET_ERRNO for the refused calls) and
  * then makes one kind of call; the parent checks how the child ended.
- * Cases refuse mincore alone (EPERM, ENOSYS) and mincore with msync (the
- * first fallback), so each probe the allocator has is exercised. A glibc
+ * Cases refuse mincore alone (EPERM, ENOSYS), mincore with msync (the
+ * first fallback), and process_vm_readv with mincore (tenon's first try
+ * since 2026-11-29, branch usw: a copy of the header, then the probes), so
+ * each probe the allocator has is exercised. A glibc
  * block (mapped header) freed through tenon must still be accepted.
  * Exit 77 (skipped) when the kernel has no seccomp filters.
  * usage: mincore_refused [secure]    (every case, each in a child; secure:
@@ -108,10 +110,14 @@ int main(int argc, char** argv) {
   int secure = argc == 2 && !strcmp(argv[1], "secure");
   static const int kMincore[] = {__NR_mincore};
   static const int kMincoreMsync[] = {__NR_mincore, __NR_msync};
+  /* tenon copies the header through process_vm_readv first (since
+   * 2026-11-29, branch usw), and probes only where that is refused. */
+  static const int kCopyMincore[] = {__NR_process_vm_readv, __NR_mincore};
   struct { const int* nrs; int n; int err; const char* name; } cases[] = {
     {kMincore, 1, EPERM, "mincore EPERM"},
     {kMincore, 1, ENOSYS, "mincore ENOSYS"},
     {kMincoreMsync, 2, EPERM, "mincore+msync EPERM"},
+    {kCopyMincore, 2, EPERM, "copy+mincore EPERM"},
   };
   if (run(kMincore, 1, EPERM, kProbe) != 0) {
     printf("no seccomp filter here: skipped\n");
