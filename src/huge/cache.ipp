@@ -84,16 +84,21 @@ void huge_maps<C>::defer(huge_header* h, std::size_t open) {
   std::uint64_t w = huge_slot::make(lookup::unit_of(h), pages, 0);
   for (auto& s : deferred_) {
     std::uint64_t empty = 0;
-    if (s.compare_exchange_strong(empty, w, std::memory_order_release, std::memory_order_relaxed)) return;
+    if (s.compare_exchange_strong(empty, w, std::memory_order_release, std::memory_order_relaxed)) {
+      deferred_count_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
   }
 }
 
 // The deferred blocks whose readers are done, put away as give_back would
 // have: each claimed from its slot first (one CAS), so that two calls never
 // put one away twice. A block whose open size did not fit its slot closes
-// its whole capacity.
+// its whole capacity. The count first (relaxed: one that reads 0 just
+// before a deferral leaves the block to the next call).
 template <class C>
 bool huge_maps<C>::give_back_deferred() {
+  if (deferred_count_.load(std::memory_order_relaxed) == 0) return false;
   const std::size_t page = C::platform::page_size();
   bool any = false;
   for (auto& s : deferred_) {
@@ -101,6 +106,7 @@ bool huge_maps<C>::give_back_deferred() {
     if (!w) continue;
     huge_header* h = huge_detail::header_at_unit(huge_slot::unit(w));
     if (huge_read_in_progress(h) || !s.compare_exchange_strong(w, 0, std::memory_order_acquire)) continue;
+    deferred_count_.fetch_sub(1, std::memory_order_relaxed);
     std::size_t pages = huge_slot::pages(w);
     put_away(h, pages == (std::size_t{1} << huge_slot::kPagesBits) - 1 ? h->capacity() : pages * page);
     any = true;

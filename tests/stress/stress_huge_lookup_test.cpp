@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "stress_support.h"
+#include "tenon/huge/huge.h"
 
 using namespace tenon_stress;
 
@@ -140,6 +141,75 @@ TEST(HugeBlocks, LookupsInAUnitSurviveTheBlocksUnmap) {
   EXPECT_GT(foreign_maps.size(), 0u) << "no foreign chunk could be placed in a huge block's unit";
   std::printf("%zu blocks mapped and unmapped, %zu foreign chunks placed, %zu rounds of questions\n",
               rounds.load(), foreign_maps.size(), questions.load());
+}
+
+// A read of a huge block in place with nothing held (huge_reading: the
+// secure build's malloc_usable_size reads a block's end so) keeps the block
+// mapped through a free that takes it meanwhile: the free defers the unmap
+// to the next huge call that finds no reader (since 2026-11-29, branch
+// usw). Readers read a word 64 KiB into the block the mapper publishes,
+// interrupted as above; the mapper frees each block (unmapped at once, a
+// 4 MiB-aligned block is never cached) after 50 us. A read of an unmapped
+// block would be SIGSEGV; a read that the free overtook answers false.
+TEST(HugeBlocks, InPlaceReadersKeepTheBlockMappedThroughItsFree) {
+  struct sigaction sa {};
+  sa.sa_handler = nap;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  struct sigaction old {};
+  ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+  const auto run_for = std::chrono::milliseconds(std::getenv("TENON_TEST_EMULATED") ? 500 : 3000);
+  std::atomic<char*> block{nullptr};
+  std::atomic<bool> stop{false};
+  std::atomic<std::size_t> rounds{0}, reads{0}, overtaken{0};
+  Failures failures;
+  auto mapper = [&] {
+    auto until = std::chrono::steady_clock::now() + run_for;
+    while (std::chrono::steady_clock::now() < until && failures.count() == 0) {
+      auto* p = static_cast<char*>(tenon_aligned_alloc(kUnit, kMiB));
+      if (!p) {
+        failures.add("tenon_aligned_alloc(4 MiB, 1 MiB) failed");
+        break;
+      }
+      block.store(p, std::memory_order_release);
+      auto live_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+      while (std::chrono::steady_clock::now() < live_until) {
+      }
+      tenon_free(p);
+      rounds.fetch_add(1, std::memory_order_relaxed);
+    }
+    stop.store(true, std::memory_order_relaxed);
+  };
+  auto reader = [&] {
+    while (!stop.load(std::memory_order_relaxed) && failures.count() == 0) {
+      char* p = block.load(std::memory_order_acquire);
+      tenon::huge_view v;
+      if (!p || !tenon::huge_view_of(p, &v) || v.usable == 0) continue;
+      std::uint64_t word = 1;
+      if (!tenon::huge_copy_out(v, p + 64 * 1024, &word, sizeof word)) overtaken.fetch_add(1, std::memory_order_relaxed);
+      else if (word != 0) failures.add("a fresh huge block's word read in place is not 0");
+      reads.fetch_add(1, std::memory_order_relaxed);
+    }
+  };
+  auto interrupter = [&](std::vector<std::thread>* readers) {
+    while (!stop.load(std::memory_order_relaxed)) {
+      for (auto& t : *readers) pthread_kill(t.native_handle(), SIGUSR1);
+      timespec ts{0, 100 * 1000};
+      nanosleep(&ts, nullptr);
+    }
+  };
+  std::vector<std::thread> readers;
+  for (unsigned a = 0; a < kAskers; ++a) readers.emplace_back(reader);
+  std::thread interrupting(interrupter, &readers);
+  std::thread mapping(mapper);
+  mapping.join();
+  interrupting.join();
+  for (auto& t : readers) t.join();
+  sigaction(SIGUSR1, &old, nullptr);
+  tenon_free(tenon_malloc(3 * kMiB));  // a huge call: the blocks deferred last are put away
+  EXPECT_EQ(failures.count(), 0) << failures.first();
+  std::printf("%zu blocks mapped and freed, %zu reads in place, %zu overtaken by the free\n", rounds.load(),
+              reads.load(), overtaken.load());
 }
 
 }  // namespace

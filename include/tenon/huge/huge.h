@@ -185,6 +185,8 @@ class huge_maps {
   // Freed blocks whose pages a reader still reads (defer), one word a slot:
   // the cache's (its unit, its open pages; no time).
   std::atomic<std::uint64_t> deferred_[kHugeDeferSlots]{};
+  // How many slots hold a block: 0 spares every huge call the slots' scan.
+  std::atomic<unsigned> deferred_count_{0};
   // The bytes of the one cached block over kHugeCacheMaxBlock, 0 if none.
   std::atomic<std::size_t> big_bytes_{0};
   // TENON_HUGE_PAGES=3 and 4: whether the last probe's first user wrote (nearly)
