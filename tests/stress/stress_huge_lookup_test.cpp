@@ -59,14 +59,45 @@ void nap(int) {
   nanosleep(&ts, nullptr);
 }
 
-TEST(HugeBlocks, LookupsInAUnitSurviveTheBlocksUnmap) {
-  struct sigaction sa {};
-  sa.sa_handler = nap;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
+// While it lives, SIGUSR1 makes a thread nap (nap); the old action after.
+struct napping_on_signal {
   struct sigaction old {};
-  ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
-  const auto run_for = std::chrono::milliseconds(std::getenv("TENON_TEST_EMULATED") ? 500 : 3000);
+  bool installed;
+  napping_on_signal() {
+    struct sigaction sa {};
+    sa.sa_handler = nap;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    installed = sigaction(SIGUSR1, &sa, &old) == 0;
+  }
+  ~napping_on_signal() { sigaction(SIGUSR1, &old, nullptr); }
+};
+
+std::chrono::milliseconds run_time() { return std::chrono::milliseconds(std::getenv("TENON_TEST_EMULATED") ? 500 : 3000); }
+
+// The threads started by `body`, interrupted (SIGUSR1, every 100 us) until
+// the mapper, started after them, sets `stop`; all joined.
+template <class Body, class Mapper>
+void interrupted(const std::atomic<bool>& stop, Body body, Mapper mapper) {
+  std::vector<std::thread> threads;
+  for (unsigned a = 0; a < kAskers; ++a) threads.emplace_back(body);
+  std::thread interrupting([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      for (auto& t : threads) pthread_kill(t.native_handle(), SIGUSR1);
+      timespec ts{0, 100 * 1000};
+      nanosleep(&ts, nullptr);
+    }
+  });
+  std::thread mapping(mapper);
+  mapping.join();
+  interrupting.join();
+  for (auto& t : threads) t.join();
+}
+
+TEST(HugeBlocks, LookupsInAUnitSurviveTheBlocksUnmap) {
+  napping_on_signal napping;
+  ASSERT_TRUE(napping.installed);
+  const auto run_for = run_time();
   std::atomic<char*> block{nullptr};    // user pointer of the block last published
   std::atomic<char*> foreign{nullptr};  // foreign chunk in that block's unit
   std::atomic<bool> stop{false};
@@ -121,21 +152,7 @@ TEST(HugeBlocks, LookupsInAUnitSurviveTheBlocksUnmap) {
       questions.fetch_add(1, std::memory_order_relaxed);
     }
   };
-  auto interrupter = [&](std::vector<std::thread>* askers) {
-    while (!stop.load(std::memory_order_relaxed)) {
-      for (auto& t : *askers) pthread_kill(t.native_handle(), SIGUSR1);
-      timespec ts{0, 100 * 1000};
-      nanosleep(&ts, nullptr);
-    }
-  };
-  std::vector<std::thread> askers;
-  for (unsigned a = 0; a < kAskers; ++a) askers.emplace_back(asker);
-  std::thread interrupting(interrupter, &askers);
-  std::thread mapping(mapper);
-  mapping.join();
-  interrupting.join();
-  for (auto& t : askers) t.join();
-  sigaction(SIGUSR1, &old, nullptr);
+  interrupted(stop, asker, mapper);
   for (char* m : foreign_maps) munmap(m, kForeignBytes);
   EXPECT_EQ(failures.count(), 0) << failures.first();
   EXPECT_GT(foreign_maps.size(), 0u) << "no foreign chunk could be placed in a huge block's unit";
@@ -152,13 +169,9 @@ TEST(HugeBlocks, LookupsInAUnitSurviveTheBlocksUnmap) {
 // 4 MiB-aligned block is never cached) after 50 us. A read of an unmapped
 // block would be SIGSEGV; a read that the free overtook answers false.
 TEST(HugeBlocks, InPlaceReadersKeepTheBlockMappedThroughItsFree) {
-  struct sigaction sa {};
-  sa.sa_handler = nap;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  struct sigaction old {};
-  ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
-  const auto run_for = std::chrono::milliseconds(std::getenv("TENON_TEST_EMULATED") ? 500 : 3000);
+  napping_on_signal napping;
+  ASSERT_TRUE(napping.installed);
+  const auto run_for = run_time();
   std::atomic<char*> block{nullptr};
   std::atomic<bool> stop{false};
   std::atomic<std::size_t> rounds{0}, reads{0}, overtaken{0};
@@ -191,21 +204,7 @@ TEST(HugeBlocks, InPlaceReadersKeepTheBlockMappedThroughItsFree) {
       reads.fetch_add(1, std::memory_order_relaxed);
     }
   };
-  auto interrupter = [&](std::vector<std::thread>* readers) {
-    while (!stop.load(std::memory_order_relaxed)) {
-      for (auto& t : *readers) pthread_kill(t.native_handle(), SIGUSR1);
-      timespec ts{0, 100 * 1000};
-      nanosleep(&ts, nullptr);
-    }
-  };
-  std::vector<std::thread> readers;
-  for (unsigned a = 0; a < kAskers; ++a) readers.emplace_back(reader);
-  std::thread interrupting(interrupter, &readers);
-  std::thread mapping(mapper);
-  mapping.join();
-  interrupting.join();
-  for (auto& t : readers) t.join();
-  sigaction(SIGUSR1, &old, nullptr);
+  interrupted(stop, reader, mapper);
   tenon_free(tenon_malloc(3 * kMiB));  // a huge call: the blocks deferred last are put away
   EXPECT_EQ(failures.count(), 0) << failures.first();
   std::printf("%zu blocks mapped and freed, %zu reads in place, %zu overtaken by the free\n", rounds.load(),
