@@ -162,8 +162,9 @@ class huge_maps {
   void note_taken(std::size_t usable);
   void give_back(huge_header* h, std::size_t open);
   void put_away(huge_header* h, std::size_t open);
-  void defer(huge_header* h, std::size_t open);
-  bool give_back_deferred();
+  [[gnu::cold, gnu::noinline]] void defer(huge_header* h, std::size_t open);
+  bool give_back_deferred() { return deferred_count_.load(std::memory_order_relaxed) != 0 && put_away_deferred(); }
+  [[gnu::cold, gnu::noinline]] bool put_away_deferred();
   void* reshape(huge_header* h, std::size_t n, std::size_t open);
   void unmap(huge_header* h);
   bool resize_mapping(huge_header* h, std::size_t map_size);
