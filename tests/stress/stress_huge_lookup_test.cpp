@@ -73,6 +73,14 @@ struct napping_on_signal {
   ~napping_on_signal() { sigaction(SIGUSR1, &old, nullptr); }
 };
 
+// A 4 MiB-aligned huge block of 1 MiB (never cached: its free unmaps it),
+// or nullptr with the failure noted.
+char* unit_block(Failures& failures) {
+  auto* p = static_cast<char*>(tenon_aligned_alloc(kUnit, kMiB));
+  if (!p) failures.add("tenon_aligned_alloc(4 MiB, 1 MiB) failed");
+  return p;
+}
+
 std::chrono::milliseconds run_time() { return std::chrono::milliseconds(std::getenv("TENON_TEST_EMULATED") ? 500 : 3000); }
 
 // The threads started by `body`, interrupted (SIGUSR1, every 100 us) until
@@ -108,11 +116,8 @@ TEST(HugeBlocks, LookupsInAUnitSurviveTheBlocksUnmap) {
   auto mapper = [&] {
     auto until = std::chrono::steady_clock::now() + run_for;
     while (std::chrono::steady_clock::now() < until && failures.count() == 0) {
-      auto* p = static_cast<char*>(tenon_aligned_alloc(kUnit, kMiB));
-      if (!p) {
-        failures.add("tenon_aligned_alloc(4 MiB, 1 MiB) failed");
-        break;
-      }
+      char* p = unit_block(failures);
+      if (!p) break;
       if (reinterpret_cast<std::uintptr_t>(p) % kUnit != 0) {
         failures.add("a 4 MiB-aligned block is not 4 MiB aligned");
         tenon_free(p);
@@ -179,11 +184,8 @@ TEST(HugeBlocks, InPlaceReadersKeepTheBlockMappedThroughItsFree) {
   auto mapper = [&] {
     auto until = std::chrono::steady_clock::now() + run_for;
     while (std::chrono::steady_clock::now() < until && failures.count() == 0) {
-      auto* p = static_cast<char*>(tenon_aligned_alloc(kUnit, kMiB));
-      if (!p) {
-        failures.add("tenon_aligned_alloc(4 MiB, 1 MiB) failed");
-        break;
-      }
+      char* p = unit_block(failures);
+      if (!p) break;
       block.store(p, std::memory_order_release);
       auto live_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
       while (std::chrono::steady_clock::now() < live_until) {
