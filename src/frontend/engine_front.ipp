@@ -269,7 +269,8 @@ void* engine_front<E>::realloc_slow(void* p, std::size_t n) noexcept {
   } else {
     switch (foreign::plan_resize(p, n, &old)) {
       case foreign::resize::stay: return p;
-      case foreign::resize::invalid: errno = EINVAL; return nullptr;
+      case foreign::resize::invalid:
+      case foreign::resize::nothing_mapped: errno = EINVAL; return nullptr;
       case foreign::resize::move: break;
     }
   }

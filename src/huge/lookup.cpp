@@ -10,7 +10,6 @@
 #include "tenon/common/inject.h"
 #include "tenon/huge/huge.h"
 #include "tenon/lookup/unit_map.h"
-#include "tenon/platform/os.h"
 
 namespace tenon {
 
@@ -72,18 +71,43 @@ bool huge_view_of(const void* p, huge_view* v) {
   return true;
 }
 
-// A seqlock's reader, with no writer to wait for: the entry changes with
-// every take (its held bit) and every other write (its generation), so an
-// entry equal after the copy means nobody took the block meanwhile, and
-// only a holder unmaps, closes or resizes it. A copy that fails or an entry
-// that changed is a block freed (or resized) while this call looked: the
-// caller answers as for a freed one, without a retry.
+// A seqlock's reader, with no writer to wait for, that keeps the block
+// mapped while it reads: it counts itself in the unit's readers, then reads
+// the entry (both seq_cst, as the take's CAS: lookup::entry_after_reader).
+// An entry equal to the view's, not held, means no holder had taken the
+// block when the count went up, and every holder looks at the count after
+// its take (huge_maps::give_back, resize): it leaves the block mapped and
+// open while the count is not 0 (its free deferred, its resize a copy).
+// The bytes are then read in place: no system call (until 2026-11-29,
+// branch usw, through the kernel, os::copy_quietly: 4.2-15 us a call). An
+// entry equal again after the read means nobody took the block meanwhile
+// (every take sets the held bit, every other write bumps the generation):
+// a holder that did may have written the bytes as they were read (the
+// canary's freed tag). Either test failing is a block freed (or resized)
+// while this call looked: the caller answers as for a freed one, without a
+// retry.
+huge_reading::huge_reading(const huge_view& v) : v_(v), readers_(&lookup::readers_of(lookup::unit_base(v.p))) {
+  readers_->fetch_add(1, std::memory_order_seq_cst);
+  live_ = lookup::entry_after_reader(lookup::unit_base(v.p)).word() == v.entry;
+  TENON_INJECT_POINT("huge.read");  // live and counted: a free now must leave the block mapped
+}
+
+huge_reading::~huge_reading() { readers_->fetch_sub(1, std::memory_order_release); }
+
+bool huge_reading::unchanged() const {
+  std::atomic_thread_fence(std::memory_order_acquire);  // the reads before the entry's second read
+  return lookup::entry_of(v_.p).word() == v_.entry;
+}
+
 bool huge_copy_out(const huge_view& v, const void* from, void* to, std::size_t n) {
-  int copied = os::copy_quietly(from, to, n);
-  if (copied == 0) return false;
-  if (copied < 0) std::memcpy(to, from, n);  // the kernel would not copy: a plain read, as before
-  std::atomic_thread_fence(std::memory_order_acquire);  // the copy before the entry's second read
-  return lookup::entry_of(v.p).word() == v.entry;
+  huge_reading r(v);
+  if (!r.live()) return false;
+  std::memcpy(to, from, n);
+  return r.unchanged();
+}
+
+bool huge_read_in_progress(const huge_header* h) {
+  return lookup::readers_of(huge_detail::marked_unit(h)).load(std::memory_order_seq_cst) != 0;
 }
 
 bool huge_contains(const void* p) {

@@ -186,17 +186,32 @@ void huge_maps<C>::free_claimed(huge_header* h, std::size_t usable) {
 // that protects cached blocks closes. The owner is cleared only where set (a
 // first-class heap's block, freed by its heap alone): a second free racing
 // this one reads it.
+// A block that a malloc_usable_size reads in place (huge_reading, counted
+// in its unit's readers since before this free took it) stays mapped and
+// open, held, until the reader is done: deferred, and put away by the next
+// huge call or purge pass that finds no reader (give_back_deferred). No
+// waiting: the reader may be stopped forever, and the block then stays.
 template <class C>
 void huge_maps<C>::give_back(huge_header* h, std::size_t open) {
   TENON_INJECT_POINT("huge.free");
   if (h->owner) h->owner = nullptr;
-  if (!cache_put(h, open)) unmap(h);
+  if (huge_read_in_progress(h)) defer(h, open);
+  else put_away(h, open);
   evict_expired();
 }
 
+template <class C>
+void huge_maps<C>::put_away(huge_header* h, std::size_t open) {
+  if (!cache_put(h, open)) unmap(h);
+}
+
 // realloc's resize: the block's bytes move in the counts by the change.
+// A block a malloc_usable_size reads in place (huge_reading) is not
+// resized: its pages would move or close under the reader. nullptr: the
+// caller copies it, and its free is deferred (give_back).
 template <class C>
 void* huge_maps<C>::resize(huge_header* h, std::size_t usable, std::size_t n) {
+  if (huge_read_in_progress(h)) return nullptr;
   void* p = reshape(h, n, huge_detail::open_bytes<C>(usable));
   if (p) {  // reshape made the block's usable size n rounded up to pages
     note_taken(usable);

@@ -27,13 +27,22 @@ constexpr std::size_t kIsMmapped = 2;   // IS_MMAPPED
 constexpr std::size_t kFlagBits = 7;    // PREV_INUSE | IS_MMAPPED | NON_MAIN_ARENA
 
 bool is_power_of_two_or_zero(std::uintptr_t x) { return (x & (x - 1)) == 0; }
+
+bool aligned_as_glibc(std::uintptr_t user) { return user % kAlign == 0 && user >= kHeader; }
 }  // namespace
 
+// Both words are in p - 16's 16-byte line, and so in one page.
 bool read_glibc_chunk(const void* p, glibc_chunk* out) {
-  const auto user = reinterpret_cast<std::uintptr_t>(p);
-  if (user % kAlign != 0 || user < kHeader) return false;
+  if (!aligned_as_glibc(reinterpret_cast<std::uintptr_t>(p))) return false;
   const auto* word = static_cast<const std::size_t*>(p);
-  const std::size_t head = word[-1];
+  const std::size_t words[2] = {word[-2], word[-1]};
+  return parse_glibc_chunk(p, words, out);
+}
+
+bool parse_glibc_chunk(const void* p, const std::size_t words[2], glibc_chunk* out) {
+  const auto user = reinterpret_cast<std::uintptr_t>(p);
+  if (!aligned_as_glibc(user)) return false;
+  const std::size_t head = words[1];
   const std::size_t size = head & ~kFlagBits;
   const std::uintptr_t chunk = user - kHeader;
   if (size < kMinChunk || size % kAlign != 0 || size > UINTPTR_MAX - chunk) return false;
@@ -41,7 +50,7 @@ bool read_glibc_chunk(const void* p, glibc_chunk* out) {
     *out = {size - kSizeWord, nullptr, 0};
     return true;
   }
-  const std::size_t offset = word[-2];
+  const std::size_t offset = words[0];
   if (offset > chunk || offset > SIZE_MAX - size) return false;
   const std::uintptr_t start = chunk - offset;
   const std::size_t total = offset + size;

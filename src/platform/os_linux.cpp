@@ -425,6 +425,25 @@ bool protect(void* p, std::size_t size, bool accessible) {
 }
 
 namespace {
+// This process's id for process_vm_readv, asked of the kernel once (glibc's
+// getpid is a system call every time since 2.25; until 2026-11-29, branch
+// usw, every copy_quietly made it): 0 until then. A fork child forgets its
+// parent's (at_fork_child, registered at load: process_vm_readv with the
+// parent's id would read the parent's memory, or fail). A child made by a
+// raw clone() runs no fork handler and keeps it: such a child that calls
+// into tenon is already outside what glibc supports.
+constinit std::atomic<int> g_pid{0};
+int own_pid() {
+  int pid = g_pid.load(std::memory_order_relaxed);
+  if (pid == 0) {
+    pid = getpid();
+    g_pid.store(pid, std::memory_order_relaxed);
+  }
+  return pid;
+}
+void forget_pid() { g_pid.store(0, std::memory_order_relaxed); }
+__attribute__((constructor)) void forget_pid_in_fork_children() { at_fork_child(forget_pid); }
+
 // Probes of whether a page is mapped: 1 yes, 0 no, -1 the kernel would not
 // say (a seccomp filter refusing the call answers EPERM or ENOSYS; until
 // 2026-11-29 such an answer read as "mapped" and free() of a pointer with
@@ -448,7 +467,7 @@ int mapped_by_reading(void* page) {
   char byte;
   iovec local{&byte, 1};
   iovec remote{page, 1};
-  if (syscall(SYS_process_vm_readv, getpid(), &local, 1, &remote, 1, 0) == 1) return 1;
+  if (syscall(SYS_process_vm_readv, own_pid(), &local, 1, &remote, 1, 0) == 1) return 1;
   return errno == EFAULT ? 0 : -1;
 }
 }  // namespace
@@ -470,7 +489,7 @@ int copy_quietly(const void* from, void* to, std::size_t n) {
   int saved = errno;
   iovec local{to, n};
   iovec remote{const_cast<void*>(from), n};
-  long copied = syscall(SYS_process_vm_readv, getpid(), &local, 1, &remote, 1, 0);
+  long copied = syscall(SYS_process_vm_readv, own_pid(), &local, 1, &remote, 1, 0);
   int answer = copied == static_cast<long>(n) ? 1 : copied >= 0 || errno == EFAULT ? 0 : -1;
   errno = saved;
   return answer;

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "tenon/common/inject.h"
+#include "tenon/huge/huge.h"
 #include "tenon/tenon.h"
 
 namespace {
@@ -104,6 +106,18 @@ void after_exit_hook(void* p) {
   tenon_free(q);
 }
 
+// A pointer tenon did not hand out, with glibc's header for a block it
+// mapped alone (its offset 0, its size with IS_MMAPPED): free reads the
+// header (foreign.read) and unmaps the block.
+void free_foreign_block() {
+  std::size_t bytes = 2 * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  void* area = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (area == MAP_FAILED) std::abort();
+  std::size_t header[2] = {0, bytes | 2};
+  std::memcpy(area, header, sizeof header);
+  tenon_free(static_cast<char*>(area) + 16);
+}
+
 void victim() {
   t_victim = true;
   // Initialisation: the first tenon call of the process.
@@ -121,6 +135,12 @@ void victim() {
   void* huge = tenon_malloc(6u << 20);  // huge.map; options are read on this path
   fill(huge, 6u << 20, 1);
   if (tenon_malloc_usable_size(huge) < (6u << 20)) std::abort();  // huge.usable
+  // Read in place as the secure build's malloc_usable_size reads a huge
+  // block's end (huge.read: counted a reader, the block kept mapped for it).
+  tenon::huge_view view;
+  std::uint64_t word = 0;
+  if (!tenon::huge_view_of(huge, &view) || !tenon::huge_copy_out(view, huge, &word, sizeof word)) std::abort();
+  free_foreign_block();  // foreign.read
   tenon_free(huge);  // huge.free, huge.cache.put
   for (int i = 0; i < 2000; ++i) {
     std::size_t n = 8 + (i * 97) % 3000;

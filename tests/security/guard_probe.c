@@ -118,6 +118,22 @@
  *                    frees it, until that free has returned; ACCESS before:
  *                    no fault (NOTE the usable size, then DONE), or under
  *                    libtenon-secure.so the report of a freed block
+ *   usable_read_held:N  as usable_free_held, held at injection point
+ *                    huge.read instead (libtenon-secure.so: it has counted
+ *                    itself a reader of the live block and is about to
+ *                    read its end in place) while another thread frees it,
+ *                    until that free has returned; ACCESS before: the
+ *                    report of a freed block, no fault (the free leaves
+ *                    the block mapped for the reader)
+ *   foreign_free_held, foreign_usable_held  in a library built with
+ *                    -DTENON_INJECT=ON (SKIP, exit 77, in any other): free
+ *                    or malloc_usable_size of a pointer tenon did not hand
+ *                    out (a glibc header made in a mapping of this
+ *                    program's, as glibc makes a block it maps alone), held
+ *                    at injection point foreign.read (about to read that
+ *                    header) while another thread unmaps the mapping;
+ *                    ACCESS before: free reported (nothing mapped there),
+ *                    malloc_usable_size NOTE usable 0 then DONE, no fault
  *   realloc_race:N:M a block of N bytes realloc'd to M bytes in one thread
  *                    and freed in another at the same instant; ACCESS
  *                    before: one of the two must be reported
@@ -518,6 +534,52 @@ static int held_while_freed(void* (*armed)(void*)) {
          pthread_join(a, NULL) || pthread_join(b, NULL);
 }
 static const char* never_held(void) { return __atomic_load_n(&g_held, __ATOMIC_SEQ_CST) ? "" : " (never held)"; }
+/* foreign_*_held: the armed thread frees (or asks the size of) the foreign
+ * block; the other unmaps it once the first is held. */
+static int g_foreign_usable;
+static size_t g_foreign_bytes;
+static void* foreign_armed(void* arg) {
+  (void)arg;
+  free(malloc(16));
+  t_armed = 1;
+  if (g_foreign_usable) g_usable = malloc_usable_size(g_race_p);
+  else free(g_race_p);
+  t_armed = 0;
+  return NULL;
+}
+static void* unmap_after_hold(void* arg) {
+  (void)arg;
+  while (!__atomic_load_n(&g_held, __ATOMIC_SEQ_CST)) {
+  }
+  munmap(g_race_p - 16, g_foreign_bytes);
+  __atomic_store_n(&g_other_done, 1, __ATOMIC_SEQ_CST);
+  return NULL;
+}
+/* Two pages mapped here with glibc's header for a block it mapped alone:
+ * the mapping's offset (0) and its size with IS_MMAPPED (2), p 16 bytes in. */
+static int foreign_held(int usable) {
+  set_hook_fn set_hook = inject_hook_setter();
+  if (!set_hook) return 77;
+  g_foreign_bytes = 2 * (size_t)sysconf(_SC_PAGESIZE);
+  char* area = mmap(NULL, g_foreign_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (area == MAP_FAILED) return 2;
+  size_t header[2] = {0, g_foreign_bytes | 2};
+  memcpy(area, header, sizeof header);
+  g_race_p = area + 16;
+  g_foreign_usable = usable;
+  g_hold_point = "foreign.read";
+  set_hook(hold_first);
+  printf("ACCESS %s(%p), held while another thread unmaps it\n", usable ? "malloc_usable_size" : "free",
+         (void*)g_race_p);
+  fflush(stdout);
+  pthread_t a, b;
+  if (pthread_create(&a, NULL, foreign_armed, NULL) || pthread_create(&b, NULL, unmap_after_hold, NULL) ||
+      pthread_join(a, NULL) || pthread_join(b, NULL))
+    return 2;
+  if (usable) printf("NOTE usable %zu%s\n", g_usable, never_held());
+  printf("DONE\n");
+  return 0;
+}
 
 /* The end of the run of mappings p lies in (its VMAs one after another,
  * the closed pages of the secure build's blocks included), from
@@ -744,16 +806,19 @@ int main(int argc, char** argv) {
     if (held_while_freed(realloc_armed)) return 2;
     printf("NOTE realloc returned %p, errno %d%s\n", g_realloc_q, g_realloc_q ? 0 : g_realloc_errno, never_held());
     printf("DONE\n");
-  } else if (!strncmp(c, "usable_free_held:", 17)) {
+  } else if (!strncmp(c, "usable_free_held:", 17) || !strncmp(c, "usable_read_held:", 17)) {
     size_t n = strtoul(c + 17, NULL, 10);
-    printf("NOTE usable_free_held %zu\n", n);
-    int status = hold_at("huge.usable", n);
+    int reading = c[7] == 'r';
+    printf("NOTE %.16s %zu\n", c, n);
+    int status = hold_at(reading ? "huge.read" : "huge.usable", n);
     if (status) return status;
     printf("ACCESS malloc_usable_size(%p), held while another thread frees it\n", (void*)g_race_p);
     fflush(stdout);
     if (held_while_freed(usable_armed)) return 2;
     printf("NOTE usable %zu%s\n", g_usable, never_held());
     printf("DONE\n");
+  } else if (!strcmp(c, "foreign_free_held") || !strcmp(c, "foreign_usable_held")) {
+    return foreign_held(c[8] == 'u');
   } else if (!strncmp(c, "realloc_race:", 13)) {
     size_t n = 0;
     if (sscanf(c + 13, "%zu:%zu", &n, &g_race_m) != 2) return 2;

@@ -65,6 +65,17 @@ TEST(SecureDetects, ReallocOfFreedBlock) {
   expect_realloc_report("realloc_freed", "tenon: realloc\\(0x[0-9a-f]+\\): double free");
   unsetenv("TENON_PURGE_DELAY_MS");
 }
+// Past its purge delay (TENON_PURGE_DELAY_MS=0: unmapped at its free) a
+// freed huge block leaves nothing mapped at p: the secure realloc reports
+// it, as the secure free does (the lead's decision, 2026-11-29, branch usw;
+// before, NULL with EINVAL, the default build's documented answer, which
+// it keeps: `DONE (nil)`).
+TEST(SecureDetects, ReallocOfFreedHugeBlockPastItsPurge) {
+  setenv("TENON_PURGE_DELAY_MS", "0", 1);
+  expect_stop_at_call(TENON_GUARD_PROBE_PROGRAM, "realloc_freed:5000000",
+                      "tenon: realloc\\(0x[0-9a-f]+\\): invalid pointer \\(nothing mapped there");
+  unsetenv("TENON_PURGE_DELAY_MS");
+}
 TEST(SecureDetects, ReallocOfInteriorPointer) {
   expect_realloc_report("realloc_interior", "tenon: realloc\\(0x[0-9a-f]+\\): invalid pointer");
 }
@@ -377,6 +388,42 @@ TEST(RacingFrees, HugeBlockUsableSizeHeldWhileAFreeUnmapsIt) {
               fast.out.find("never held") == std::string::npos)
       << fast.describe();
   EXPECT_TRUE(stopped_at_misuse(secure, SIGABRT, "tenon: malloc_usable_size\\(0x[0-9a-f]+\\): block already freed"));
+}
+
+// Since branch usw the secure malloc_usable_size of a huge block reads its
+// end header and canary in place, counted in the unit's readers
+// (huge_reading), instead of through the kernel. Held there, counted, while
+// another thread frees the block with TENON_PURGE_DELAY_MS=0: the free must
+// leave the block mapped and open until the reader is done (its give back
+// deferred), and the reader then reports the block freed. With the free
+// not deferred (give_back blind to the count), the read in place faulted:
+// SIGSEGV, 1 of 1.
+TEST(RacingFrees, HugeBlockUsableSizeReadHeldWhileAFreeTakesIt) {
+  SKIP_UNLESS_PRELOAD();
+  setenv("TENON_PURGE_DELAY_MS", "0", 1);
+  misuse_run secure = run_misuse(TENON_GUARD_PROBE_PROGRAM, "usable_read_held:5000000", TENON_SECURE_LIBRARY);
+  unsetenv("TENON_PURGE_DELAY_MS");
+  if (secure.exited && secure.exit_code == 77) GTEST_SKIP() << "not applicable here: " << secure.out;
+  EXPECT_TRUE(stopped_at_misuse(secure, SIGABRT, "tenon: malloc_usable_size\\(0x[0-9a-f]+\\): block already freed"));
+}
+
+// free and malloc_usable_size of a pointer tenon did not hand out (a glibc
+// block mapped on its own, made up by the probe) read the glibc header
+// before it. Held at injection point foreign.read while another thread
+// unmaps the block: until 2026-11-29 (branch usw) the read came after a
+// probe of the page (os::is_mapped) and faulted, SIGSEGV; now the header is
+// copied through the kernel, and a hole is the answer for a pointer with
+// nothing mapped before it (the report; 0). Both libraries.
+TEST(RacingFrees, ForeignBlockFreeHeldWhileItIsUnmapped) {
+  SKIP_UNLESS_PRELOAD();
+  for (const char* lib : {TENON_PRELOAD_LIBRARY, TENON_SECURE_LIBRARY}) {
+    misuse_run r = run_misuse(TENON_GUARD_PROBE_PROGRAM, "foreign_free_held", lib);
+    if (r.exited && r.exit_code == 77) GTEST_SKIP() << "not applicable here: " << r.out;
+    EXPECT_TRUE(stopped_at_misuse(r, SIGABRT, "tenon: free\\(0x[0-9a-f]+\\): invalid pointer \\(nothing mapped there"))
+        << lib;
+    misuse_run u = run_misuse(TENON_GUARD_PROBE_PROGRAM, "foreign_usable_held", lib);
+    EXPECT_TRUE(u.exited && u.exit_code == 0 && u.printed("NOTE usable 0") && u.printed("DONE")) << lib << u.describe();
+  }
 }
 
 // A small block freed by a thread that does not own it, past that thread's

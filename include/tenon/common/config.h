@@ -124,6 +124,11 @@ constexpr std::size_t kHeapsPerSegment = 64;
 // made 20 threads x 33 MiB (thread-chunks) fault every block in: 162 ms a
 // round against tcmalloc's 47; 256 MiB: 25 ms, and a lower peak RSS.
 constexpr unsigned kHugeCacheSlots = 32;
+// Freed huge blocks that a malloc_usable_size was reading in place when
+// they were freed (a use after free by the program), kept mapped until it is
+// done: at most this many at once, past which one more stays mapped and
+// held for good (huge_maps::defer).
+constexpr unsigned kHugeDeferSlots = 8;
 constexpr std::size_t kHugeCacheMaxBlock = 64u << 20;
 constexpr std::size_t kHugeCacheMaxTotal = 256u << 20;
 // Beside them, one bigger block at a time (outside that total), if it fits in

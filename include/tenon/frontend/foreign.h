@@ -20,8 +20,15 @@ void free(void* p);
 //   stay     p itself: n fits in the block (and, for a mapped block, does
 //            not leave more than half of it unused);
 //   move     into a new block, copying *usable bytes, then free(p);
-//   invalid  p is not a glibc block (EINVAL).
-enum class resize { stay, move, invalid };
+//   invalid  p is not a glibc block (EINVAL);
+//   nothing_mapped  nor anything else: no page before p (the default
+//            builds: EINVAL; libtenon-secure.so reports it as its free
+//            does, kNothingMapped: most often a huge block freed and
+//            unmapped since, the lead's decision of 2026-11-29, branch usw).
+enum class resize { stay, move, invalid, nothing_mapped };
+// What free (and the secure realloc) say of a pointer with nothing mapped
+// before it.
+inline constexpr const char* kNothingMapped = "invalid pointer (nothing mapped there: not a block, or one already freed)";
 resize plan_resize(const void* p, std::size_t n, std::size_t* usable);
 
 // The block's usable size from its header; 0 if p is not a glibc block

@@ -82,7 +82,7 @@ void huge_release(huge_header* h, std::size_t usable);
 // What malloc_usable_size knows of the huge block p starts, from its unit
 // map entry alone (src/huge/lookup.cpp): it cannot take the block (two of
 // them on one live block at once are the program's right), so it reads no
-// byte of it unless through huge_copy_out.
+// byte of it unless through huge_reading.
 struct huge_view {
   const void* p;        // the block's start
   std::uint64_t entry;  // its unit map entry, read once
@@ -90,12 +90,33 @@ struct huge_view {
 };
 // False if p starts no huge block.
 bool huge_view_of(const void* p, huge_view* v);
-// n bytes of v's block at `from` copied to `to`, true only if the block was
-// live and not held all along (its entry unchanged since the view): a free
-// racing this one that unmaps or closes the block fails the copy instead of
-// faulting (a copy through the kernel; a plain one where a seccomp filter
-// refuses that, which such a race can fault).
+// A read of v's block in place with nothing held, as malloc_usable_size
+// needs (src/huge/lookup.cpp): while it lasts, the block stays mapped and
+// open up to its usable size (its holder defers whatever would unmap,
+// close or resize it: huge_read_in_progress). live(): the block was live
+// and not held when the read began (else read nothing); unchanged(): nor
+// taken since, so the bytes read are the live block's.
+class huge_reading {
+ public:
+  explicit huge_reading(const huge_view& v);
+  ~huge_reading();
+  huge_reading(const huge_reading&) = delete;
+  huge_reading& operator=(const huge_reading&) = delete;
+  bool live() const { return live_; }
+  bool unchanged() const;
+
+ private:
+  huge_view v_;
+  std::atomic<std::uint64_t>* readers_;
+  bool live_;
+};
+// n bytes of v's block at `from` (inside its usable size) copied to `to`,
+// true only if the block was live and not held all along (huge_reading).
 bool huge_copy_out(const huge_view& v, const void* from, void* to, std::size_t n);
+// Whether a call reads h's block in place (huge_reading): asked by its
+// holder, after its take, before anything that would unmap, close or
+// resize the block.
+bool huge_read_in_progress(const huge_header* h);
 // Is p inside the range a huge block maps in the unit where its user pointer
 // is (its header page, its start, or after)? A pointer elsewhere in that unit
 // lies in someone else's memory. Neither call reads the block's memory unless
@@ -140,6 +161,10 @@ class huge_maps {
   void note_given(std::size_t usable);
   void note_taken(std::size_t usable);
   void give_back(huge_header* h, std::size_t open);
+  void put_away(huge_header* h, std::size_t open);
+  [[gnu::cold, gnu::noinline]] void defer(huge_header* h, std::size_t open);
+  bool give_back_deferred() { return deferred_count_.load(std::memory_order_relaxed) != 0 && put_away_deferred(); }
+  [[gnu::cold, gnu::noinline]] bool put_away_deferred();
   void* reshape(huge_header* h, std::size_t n, std::size_t open);
   void unmap(huge_header* h);
   bool resize_mapping(huge_header* h, std::size_t map_size);
@@ -158,6 +183,11 @@ class huge_maps {
   // Recently freed mappings, one word a slot (see cache.ipp), and their bytes.
   std::atomic<std::uint64_t> cache_[kHugeCacheSlots]{};
   std::atomic<std::size_t> cache_bytes_{0};
+  // Freed blocks whose pages a reader still reads (defer), one word a slot:
+  // the cache's (its unit, its open pages; no time).
+  std::atomic<std::uint64_t> deferred_[kHugeDeferSlots]{};
+  // How many slots hold a block: 0 spares every huge call the slots' scan.
+  std::atomic<unsigned> deferred_count_{0};
   // The bytes of the one cached block over kHugeCacheMaxBlock, 0 if none.
   std::atomic<std::size_t> big_bytes_{0};
   // TENON_HUGE_PAGES=3 and 4: whether the last probe's first user wrote (nearly)

@@ -3,11 +3,14 @@
 // answer: a huge block (where its user pointer is, where its mapping ends in
 // the unit, where its header is), or a chunk without a table slot.
 //
-// One 64-bit entry per unit, in leaves of 2^kUnitLeafBits units reserved from
+// One 64-bit entry per unit, and one count of the calls reading its huge block
+// in place (readers_of), in leaves of 2^kUnitLeafBits units reserved from
 // the platform the first time a unit in their range is marked, and never
 // unmapped: a reader may hold a leaf pointer forever. The directory of leaves
 // is in .bss (zero: no leaf). Address space grows with the spread of what
-// tenon maps (64 KiB a leaf for 32 GiB), not with the size of the space.
+// tenon maps (128 KiB a leaf for 32 GiB, 64 KiB before the count: 16 bytes
+// a 4 MiB unit, of which a process touches the pages its blocks' units
+// fall in), not with the size of the space.
 //
 // An entry is written whole (release) and read whole (acquire), so a reader
 // never sees half of one, and the answer never depends on memory that the
@@ -99,6 +102,17 @@ class unit_entry {
 // address space).
 unit_entry entry_of(const void* p);
 
+// The entry of a prepared unit, read after a reader counted itself in
+// (readers_of): seq_cst, as the count's increment and the take's CAS
+// (replace), so that of a reader and a holder at once at least one sees
+// the other (huge_reading, src/huge/lookup.cpp).
+unit_entry entry_after_reader(const void* unit_base);
+
+// The count of calls reading a prepared unit's huge block in place with
+// nothing held (huge_reading): while it is not 0, the block's holder does
+// not unmap, close or resize it (huge_maps, src/huge/).
+std::atomic<std::uint64_t>& readers_of(const void* unit_base);
+
 // Makes sure the entry of the unit at `unit_base` exists (reserves its leaf).
 // False (errno ENOMEM) if the leaf cannot be reserved. Done before any step
 // that cannot be undone, so that set() itself never fails.
@@ -111,7 +125,7 @@ bool prepare(const void* unit_base);
 void set(const void* unit_base, unit_entry e);
 void clear(const void* unit_base);
 // The entry of a prepared unit replaced by `desired` if it is `expected`
-// (one CAS, acq_rel): false if it was not.
+// (one CAS, seq_cst: see entry_after_reader): false if it was not.
 bool replace(const void* unit_base, unit_entry expected, unit_entry desired);
 
 }  // namespace tenon::lookup

@@ -20,5 +20,9 @@ struct glibc_chunk {
 // Like glibc's own free, it reads those bytes: p must be readable 16 bytes
 // back, which every pointer that some allocator handed out is.
 bool read_glibc_chunk(const void* p, glibc_chunk* out);
+// The same from a copy of those 16 bytes (`words`: the two words before p,
+// the lower first), for a caller that read them through the kernel
+// (frontend/foreign.cpp: another thread may unmap them meanwhile).
+bool parse_glibc_chunk(const void* p, const std::size_t words[2], glibc_chunk* out);
 
 }  // namespace tenon::os

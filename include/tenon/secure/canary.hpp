@@ -263,12 +263,17 @@ struct canary : pass_through<Inner> {
   // the generic realloc moves); a bigger n moves it; any other pointer (no
   // glibc header before it) is NULL with EINVAL and p left alone, where the
   // generic realloc allocated and then ended the program in the free of p
-  // (until 2026-11-27).
+  // (until 2026-11-27), except a pointer with nothing mapped before it,
+  // reported as this build's free reports it: most often a huge block freed
+  // and unmapped past its purge delay (the lead's decision, 2026-11-29,
+  // branch usw; NULL with EINVAL before, as the default build still
+  // answers: SecureDetects.ReallocOfFreedHugeBlockPastItsPurge).
   [[gnu::noinline]] static void* realloc_foreign(void* p, std::size_t n) noexcept {
     std::size_t old = 0;
     switch (foreign::plan_resize(p, n, &old)) {
       case foreign::resize::stay: return p;
       case foreign::resize::invalid: errno = EINVAL; return nullptr;
+      case foreign::resize::nothing_mapped: report_misuse("realloc", p, foreign::kNothingMapped, 0);
       case foreign::resize::move: break;
     }
     void* q = alloc(n);
@@ -471,7 +476,7 @@ struct canary : pass_through<Inner> {
       // the header before p, in the head guard (a fault, not the report).
       // No call reads a huge block's start here any more: free and realloc
       // hold the block first (give_back_huge, realloc_held), and
-      // malloc_usable_size reads it through the kernel (huge_usable_size),
+      // malloc_usable_size reads it as a counted reader (huge_usable_size),
       // each once huge_start has found it; only a block mapped at p since
       // (p was no block of the program's) comes here.
       std::size_t usable = huge_usable(h);
@@ -575,25 +580,38 @@ struct canary : pass_through<Inner> {
   // malloc_usable_size of huge block p: its end header and canary read
   // and checked as check_block does, with nothing held (two such calls on
   // one live block at once are the program's right, so it cannot take the
-  // block) and through the kernel (huge_copy_out): a free racing it that
-  // unmaps or closes the block fails the read instead of faulting, and the
-  // block is reported freed, as one found in the huge cache is. Until
-  // 2026-11-29 (branch usize) it read them in place after the lookup:
-  // SIGSEGV (RacingFrees.HugeBlockUsableSizeHeldWhileAFreeUnmapsIt).
+  // block), as a seqlock's reader counted in the block's unit
+  // (huge_reading): a free racing it that takes the block leaves it mapped
+  // and open until the read is done, and the block is reported freed, as
+  // one found in the huge cache is. Until 2026-11-29 (branch usize) it read
+  // them in place after the lookup with nothing counted: SIGSEGV
+  // (RacingFrees.HugeBlockUsableSizeHeldWhileAFreeUnmapsIt); then (until
+  // branch usw) through the kernel, two system calls, 4.2-15 us a call.
+  // Reported after the read: a report ends the program, and the count must
+  // not stay up while it prints (it does not wait for it, but the block
+  // would stay mapped).
   [[gnu::noinline]] static std::size_t huge_usable_size(const char* p) {
     const char* op = "malloc_usable_size";
     huge_view v;
-    header h;
-    if (!huge_view_of(p, &v) || v.usable < kHeader + kTail ||
-        !huge_copy_out(v, p + v.usable - kHeader, &h, sizeof h))
-      report_misuse(op, p, freed_twice(op), 0);
+    if (!huge_view_of(p, &v) || v.usable < kHeader + kTail) report_misuse(op, p, freed_twice(op), 0);
+    header h{};
+    std::uint64_t t = 0;
+    if (!read_huge_end(v, p, &h, &t)) report_misuse(op, p, freed_twice(op), 0);
     std::uint64_t key = drawn_key_for(p);
     if (((h.tag ^ key ^ size_check(h.size)) & kHeaderBad) != 0) report_header(op, p, h, key);
     if (h.size > v.usable - kHeader - kTail) report_bad_header(op, p);
-    std::uint64_t t;
-    if (!huge_copy_out(v, p + h.size, &t, sizeof t)) report_misuse(op, p, freed_twice(op), 0);
     if (t != tail_of(key)) report_misuse(op, p, "heap overflow past the end of the block", h.size);
     return static_cast<std::size_t>(h.size);
+  }
+  // The end header of huge block p (view v) and, where its size lies inside
+  // the block, the canary after it, read in place under one huge_reading:
+  // false if the block was freed (or resized) before or while they were read.
+  static bool read_huge_end(const huge_view& v, const char* p, header* h, std::uint64_t* t) {
+    huge_reading r(v);
+    if (!r.live()) return false;
+    std::memcpy(h, p + v.usable - kHeader, sizeof *h);
+    if (h->size <= v.usable - kHeader - kTail) std::memcpy(t, p + h->size, sizeof *t);
+    return r.unchanged();
   }
 
   // Whether p starts a huge block (page-aligned, outside the chunks): a
