@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -112,6 +113,41 @@ TEST(RemoteGrowth, SpanEmptiedRemotelyWhileCurrentIsReleased) {
     EXPECT_LT(rss_end, rss_quarter + (std::size_t{8} << 20))
         << "RSS grew from " << (rss_quarter >> 20) << " to " << (rss_end >> 20) << " MiB";
   }
+}
+
+// The owner sorts its inbox a run of one span at a time (remote.ipp,
+// sort_run: one lookup and one set of span tests for the blocks after the
+// first while they stay in its slice). Blocks freed remotely in the order
+// they were allocated, in runs that cross from span to span, broken up by
+// blocks of another class and alone, must each go back to their own span,
+// once: every round's blocks distinct (a block on the wrong list, or on two,
+// is handed out twice), and the spans reused round after round.
+TEST(RemoteGrowth, RunsOfOneSpanFreedRemotelyGoBackToTheirSpans) {
+  std::vector<std::size_t> sizes(3 * 1024, 64);  // three spans' worth of 64 B: long runs across spans
+  for (int i = 0; i < 600; ++i) sizes.push_back(i % 3 ? 64 : 512);  // runs of two, and single blocks
+  sizes.insert(sizes.end(), 300, 512);
+  const std::size_t rounds = tenon_test::scaled(200);
+  std::set<void*> distinct;
+  Failures failures;
+  std::thread producer([&] {
+    std::vector<void*> blocks(sizes.size());
+    for (std::size_t r = 0; r < rounds && failures.count() == 0; ++r) {
+      std::set<void*> round;
+      for (std::size_t i = 0; i < sizes.size(); ++i) {
+        void* b = blocks[i] = tenon_malloc(sizes[i]);
+        if (!b) return failures.add("tenon_malloc returned NULL");
+        if (!round.insert(b).second) return failures.add("a block handed out twice in one round");
+        std::memset(b, 0x5a, sizes[i]);
+        distinct.insert(b);
+      }
+      free_on_another_thread(blocks);
+    }
+  });
+  producer.join();
+  ASSERT_EQ(failures.count(), 0) << failures.first();
+  std::printf("%zu rounds of %zu blocks freed remotely in runs: %zu distinct addresses\n", rounds, sizes.size(),
+              distinct.size());
+  EXPECT_LE(distinct.size(), 3 * sizes.size()) << "blocks freed in runs were not handed out again by their owner";
 }
 
 // A bounded FIFO of batches (test code: blocking is fine here).
