@@ -120,8 +120,9 @@ TEST(RemoteGrowth, SpanEmptiedRemotelyWhileCurrentIsReleased) {
 // first while they stay in its slice). Blocks freed remotely in the order
 // they were allocated, in runs that cross from span to span, broken up by
 // blocks of another class and alone, must each go back to their own span,
-// once: every round's blocks distinct (a block on the wrong list, or on two,
-// is handed out twice), and the spans reused round after round.
+// once: every round's blocks distinct and of their request's size (a block
+// on two lists is handed out twice, one on another class's list comes back
+// too small), and the spans reused round after round.
 TEST(RemoteGrowth, RunsOfOneSpanFreedRemotelyGoBackToTheirSpans) {
   std::vector<std::size_t> sizes(3 * 1024, 64);  // three spans' worth of 64 B: long runs across spans
   for (int i = 0; i < 600; ++i) sizes.push_back(i % 3 ? 64 : 512);  // runs of two, and single blocks
@@ -137,6 +138,9 @@ TEST(RemoteGrowth, RunsOfOneSpanFreedRemotelyGoBackToTheirSpans) {
         void* b = blocks[i] = tenon_malloc(sizes[i]);
         if (!b) return failures.add("tenon_malloc returned NULL");
         if (!round.insert(b).second) return failures.add("a block handed out twice in one round");
+        // A block pushed onto another span's list (of the other class) comes
+        // back for a request its span's class does not fit.
+        if (tenon_malloc_usable_size(b) < sizes[i]) return failures.add("a block of a smaller class handed out");
         std::memset(b, 0x5a, sizes[i]);
         distinct.insert(b);
       }
