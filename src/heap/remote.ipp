@@ -139,12 +139,10 @@ __attribute__((always_inline)) inline block* thread_heaps<C>::take_sort_link(blo
 // slice today; a longer one's next slice would begin a run of its own), and
 // after a push that took the span's slow path (local_free_slow may have
 // retired the span). Returns the block after the run. next: b's link,
-// already taken. Where runs are rare (xmalloc's mixed sizes, remote-free's
-// shuffled blocks) the slice test is all it adds to a block.
-// A block that begins no run (xmalloc's, remote-free's) pays the push and
-// the slice test only; the third word's size test is made once a run, the
-// loop built for each answer (GCC does not unswitch it at -O2: two
-// instructions a block).
+// already taken. A block that begins no run (most of xmalloc's mixed sizes)
+// pays the push and the slice test only; the third word's size test is
+// made once a run, the loop built for each answer (GCC does not unswitch it
+// at -O2: two instructions a block).
 template <class C>
 __attribute__((always_inline)) inline block* thread_heaps<C>::sort_run(heap_t* h, span* s, block* b, block* next,
                                                                       std::uint64_t key) {
