@@ -57,7 +57,7 @@ void clear_reused(void* p, std::size_t n) {
 // it after that (the program's hand-off), so it sees at least that bound;
 // it is never lowered while a block of the span is out. Every block that
 // reaches an owner's inbox or a span's remote list has passed it, so the
-// owner's sort makes no test of its own (heap.h, sort_to_own_span). Until
+// owner's sort makes no test of its own (remote.ipp, sort_inbox_chain). Until
 // 2026-11-29 (branch `remote`) this bounded the block by the span's
 // capacity, and the owner's sort made the carved test again, a multiply a
 // block on each side; a slot never carved was reported only where the owner

@@ -143,7 +143,7 @@ void thread_heaps<C>::cache_trim(heap_t* h, block_cache& c, std::uint32_t keep) 
   }
 }
 
-// b, a block of s taken from the owner's inbox (sort_to_own_span), of a
+// b, a block of s taken from the owner's inbox (sort_inbox_chain), of a
 // class with a block cache: to the cache as they go, without the key test
 // (every block in the inbox holds the key: the freeing thread stored it).
 // Until 2026-11-29 it went on its span's list and local_free_slow took it

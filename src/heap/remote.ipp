@@ -26,6 +26,13 @@ __attribute__((always_inline)) inline void add_class(std::uint64_t& classes, std
   classes |= std::uint64_t{1} << cls;
 #endif
 }
+
+// Whether b and c lie in one 64 KiB slice, and so in one span (a slice is
+// never shared): a run's test, instead of c's lookup and its span's
+// tests. A null c is in no slice of b's (b is far above 64 KiB).
+__attribute__((always_inline)) inline bool same_slice(const block* b, const block* c) {
+  return (reinterpret_cast<std::uintptr_t>(b) ^ reinterpret_cast<std::uintptr_t>(c)) < kSliceSize;
+}
 }  // namespace remote_detail
 
 // Hand a chain of blocks to a span we do not own, in one CAS.
@@ -63,22 +70,14 @@ void thread_heaps<C>::push_remote(span* s, block* head, block* tail, std::uint32
 // longer own (we gave it up, or it was freed to us after our thread's exit
 // and a new thread now uses this heap) goes to that span's own remote list.
 // Every block holds the free key (the freeing thread stored it), which
-// sort_to_own_span does not test, and passed the block-start test against
-// the carved blocks at its free (engine_front.ipp, is_small_block), which it
-// does not make again. The block kOutboxAhead further down,
-// which a batch's block of 32 bytes or more names in its third word
-// (outbox), is prefetched first; a block that names no such block (a
-// batch's first, one delivered alone) holds the program's data there, and
-// a prefetch of any address is harmless. A 16-byte block has no third word.
-// A batch's head names more (heap.h, outbox: the blocks walked after it and
-// the next batch's head), prefetched and cleared with its third word.
-// clear_ahead: the third word is cleared once read, here and where a closed
-// inbox's blocks go to their spans, the two places a batch is taken apart:
-// left there, the next malloc of the block handed the program a heap
-// address, in libtenon-secure.so in the first word it gets (its block
-// starts 16 bytes into the inner one; FreshBlocks.BlocksFreedByAnother
-// ThreadHoldNoPointerInTheirFirstThreeWords: 17,496 of 80,000 fresh 64-byte
-// blocks until 2026-11-27, seventh session).
+// says nothing here, and passed the block-start test against the blocks
+// this heap carved at its free (engine_front.ipp, is_small_block: the
+// carved bound only rises while a block of the span is out), so the sort
+// makes no test of its own (a TENON_CHECK in the debug build); until
+// 2026-11-29 (branch `remote`) that free bounded it by the capacity only
+// and the test was made again here. A block of a class with a block cache
+// goes to the cache (sort_to_cache), its span's list and count untouched;
+// one of an uncached class begins a run of its span (sort_run).
 // serving: the class whose allocation slow path drains (kNumClasses: none);
 // the other classes the sort brought blocks of are let go of (let_go_of).
 template <class C>
@@ -89,13 +88,16 @@ void thread_heaps<C>::sort_inbox_chain(heap_t* h, block* b, unsigned serving) {
   const std::uint64_t key = free_key();
   while (b) {
     span* s = lookup::span_of(b);
-    if (s->block_size > 16) __builtin_prefetch(reinterpret_cast<const void*>(take_names(b, s, true)), 1);
-    block* next = C::links::next(b, s);
+    block* next = take_sort_link(b, s, s->block_size > 16);
     // Compared in memory (a relaxed load: only this thread makes a span
     // this heap's, and a stale other owner sends the block on to its span).
     if (__builtin_expect(os::equals_relaxed(s->owner, h), 1)) {
       remote_detail::add_class(classes, s->cls);
-      sort_to_own_span(*this, h, s, b, key);
+      TENON_CHECK(s->starts_carved_block(b));
+      if (__builtin_expect(s->push_target() != s, 0))
+        sort_to_cache(h, s, b, key);
+      else
+        next = sort_run(h, s, b, next, key);
     } else {
       C::links::set_next(b, nullptr, s);
       push_remote(s, b, b, 1, &h->st);
@@ -103,6 +105,62 @@ void thread_heaps<C>::sort_inbox_chain(heap_t* h, block* b, unsigned serving) {
     b = next;
   }
   if (classes | h->idle_currents) let_go_of(h, classes, serving);
+}
+
+// The link out of b, a block of s from the inbox, read as the sort takes b.
+// The block kOutboxAhead further down, which a batch's block of 32 bytes
+// or more names in its third word (outbox), is prefetched first; a block
+// that names no such block (a batch's first, one delivered alone) holds
+// the program's data there, and a prefetch of any address is harmless. A
+// 16-byte block has no third word. A batch's head names more (heap.h,
+// outbox: the blocks walked after it and the next batch's head), prefetched
+// and cleared with its third word.
+// clear_ahead: the third word is cleared once read, here and where a closed
+// inbox's blocks go to their spans, the two places a batch is taken apart:
+// left there, the next malloc of the block handed the program a heap
+// address, in libtenon-secure.so in the first word it gets (its block
+// starts 16 bytes into the inner one; FreshBlocks.BlocksFreedByAnother
+// ThreadHoldNoPointerInTheirFirstThreeWords: 17,496 of 80,000 fresh 64-byte
+// blocks until 2026-11-27, seventh session).
+// names: b is over 16 bytes (it has a third word).
+template <class C>
+__attribute__((always_inline)) inline block* thread_heaps<C>::take_sort_link(block* b, span* s, bool names) {
+  if (names) __builtin_prefetch(reinterpret_cast<const void*>(take_names(b, s, true)), 1);
+  return C::links::next(b, s);
+}
+
+// b, a block of s (this heap's, its class uncached: its frees go to its own
+// list), onto s's list, and the blocks after it in the chain while they lie
+// in b's 64 KiB slice, which is s's: a run of one span, for which the
+// lookup, the owner, class and push target's tests are made once
+// (producer-consumer's batches are allocated in order and freed so: its
+// chains are mostly such runs). The run ends at the first block in another
+// slice, which the caller sorts as any (an uncached class's span is one
+// slice today; a longer one's next slice would begin a run of its own), and
+// after a push that took the span's slow path (local_free_slow may have
+// retired the span). Returns the block after the run. next: b's link,
+// already taken. A block that begins no run (most of xmalloc's mixed sizes)
+// pays the push and the slice test only; the third word's size test is
+// made once a run, the loop built for each answer (GCC does not unswitch it
+// at -O2: two instructions a block).
+template <class C>
+__attribute__((always_inline)) inline block* thread_heaps<C>::sort_run(heap_t* h, span* s, block* b, block* next,
+                                                                      std::uint64_t key) {
+  if (push_local_free<C>(*this, h, s, b, key) || !remote_detail::same_slice(b, next)) return next;
+  return s->block_size > 16 ? sort_run_on<true>(h, s, next, key) : sort_run_on<false>(h, s, next, key);
+}
+
+// The run after its first block, from b.
+template <class C>
+template <bool kNames>
+__attribute__((always_inline)) inline block* thread_heaps<C>::sort_run_on(heap_t* h, span* s, block* b,
+                                                                         std::uint64_t key) {
+  for (;;) {
+    TENON_CHECK(lookup::span_of(b) == s && s->starts_carved_block(b));
+    block* next = take_sort_link(b, s, kNames);
+    if (push_local_free<C>(*this, h, s, b, key) || !remote_detail::same_slice(b, next)) return next;
+    b = next;
+  }
 }
 
 // A current span left with no block in use by the inbox sort, of a class

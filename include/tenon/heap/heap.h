@@ -198,8 +198,10 @@ __attribute__((always_inline)) inline void* heap_alloc(thread_heaps<C>& home, st
 // go (span::push_to: the span's local free list, or the heap's block cache
 // of its class), with the free key (free_key.h) in its second word. The
 // slow path is the span's (used < low_mark) or the cache's (past its bound).
+// Returns whether it took the slow path (the inbox sort's run of one span
+// ends there, remote.ipp, sort_run; the frees ignore it, at no cost).
 template <class C>
-__attribute__((always_inline)) inline void push_local_free(thread_heaps<C>& home, thread_heap<C>* h, span* t, block* b,
+__attribute__((always_inline)) inline bool push_local_free(thread_heaps<C>& home, thread_heap<C>* h, span* t, block* b,
                                                            std::uint64_t key) {
   TENON_CHECK((reinterpret_cast<std::uintptr_t>(b) & 7) == 0);
   TENON_CHECK(is_cache_front(t) ||
@@ -207,7 +209,9 @@ __attribute__((always_inline)) inline void push_local_free(thread_heaps<C>& home
   C::links::set_next(b, t->free, t);
   second_word(b) = key;
   t->free = b;
-  if (__builtin_expect(--t->until_slow < 0, 0)) home.local_free_slow(h, t);  // used < low_mark
+  if (__builtin_expect(--t->until_slow >= 0, 1)) return false;
+  home.local_free_slow(h, t);  // used < low_mark
+  return true;
 }
 
 // What a span must be for its owner's free of a block to be pushed: owned
@@ -276,24 +280,6 @@ __attribute__((always_inline)) inline void free_to_own_span(thread_heaps<C>& hom
   if (__builtin_expect(second_word(b) == key, 0)) return report_keyed(s, b);
   TENON_CHECK(pushes_where_it_should(h, s));
   push_local_free<C>(home, h, s->push_target(), b, key);
-}
-
-// A block of a span this heap owns, taken from its inbox: it holds the key
-// (the freeing thread stored it as the block joined its batch, remote.ipp),
-// which here says nothing, and it passed the block-start test against the
-// blocks this heap carved at that thread's free (engine_front.ipp,
-// is_small_block: the carved bound only rises while a block of the span is
-// out), so no test is made here; until 2026-11-29 (branch `remote`) that
-// free bounded it by the capacity only and the test was made again here. A
-// block of a class with a block cache goes to the cache
-// (thread_heaps::sort_to_cache), its span's list and count untouched.
-// key: the free key, read once for the whole sort.
-template <class C>
-__attribute__((always_inline)) inline void sort_to_own_span(thread_heaps<C>& home, thread_heap<C>* h, span* s,
-                                                            block* b, std::uint64_t key) {
-  TENON_CHECK(s->starts_carved_block(b));
-  if (__builtin_expect(s->push_target() != s, 0)) return home.sort_to_cache(h, s, b, key);
-  push_local_free<C>(home, h, s, b, key);
 }
 
 }  // namespace tenon

@@ -170,6 +170,10 @@ class thread_heaps {
   // remote.ipp: blocks crossing threads.
   void push_remote(span* s, block* head, block* tail, std::uint32_t n, stats_t* st);
   void sort_inbox_chain(heap_t* h, block* b, unsigned serving = kNumClasses);
+  __attribute__((always_inline)) static block* take_sort_link(block* b, span* s, bool names);
+  __attribute__((always_inline)) block* sort_run(heap_t* h, span* s, block* b, block* next, std::uint64_t key);
+  template <bool kNames>
+  __attribute__((always_inline)) block* sort_run_on(heap_t* h, span* s, block* b, std::uint64_t key);
   void let_go_of(heap_t* h, std::uint64_t classes, unsigned serving);
   void drain_inbox(heap_t* h, unsigned serving);
   void deliver(heap_t* dest, block* head, block* tail, stats_t* st, bool named = false);
@@ -178,11 +182,14 @@ class thread_heaps {
   static void take_head_names(block* b, span* s, bool prefetch);
   // b's third word, the block it names (clear_ahead: cleared once read),
   // and a batch head's further names (heap.h, outbox). b is over 16 bytes.
+  // Returned with its tag, for a prefetch only: the tag is the low bit of
+  // an 8-byte-aligned address, whose line it leaves as it is (one `and` a
+  // sorted block less).
   __attribute__((always_inline)) static std::uintptr_t take_names(block* b, span* s, bool prefetch) {
     std::uintptr_t ahead = third_word(b);
     third_word(b) = 0;
     if (ahead & kHeadNamesTag) take_head_names(b, s, prefetch);
-    return ahead & ~kHeadNamesTag;
+    return ahead;
   }
   __attribute__((always_inline)) void join_batch(heap_t* h, outbox& ob, span* s, block* b, std::uint64_t key);
   [[gnu::noinline]] void free_remote_slow(heap_t* h, span* s, block* b);
