@@ -540,9 +540,29 @@ struct quarantine : pass_through<Inner> {
   // tag).
   [[gnu::noinline]] static void leave_large(void* waiting, std::size_t n) {
     void* p = unmarked(waiting);
-    if (waiting != p && __builtin_expect(!reopen_pages(p, n), 0)) return;  // still marked: freed
+    if (waiting != p) {
+      if (leave_closed(p, n)) return;
+      if (__builtin_expect(!reopen_pages(p, n), 0)) return;  // still marked: freed
+    }
     end_wait(p);
     Inner::dealloc(p);
+  }
+  // A closed block that Inner takes closed (engine_front::dealloc_closed: its
+  // run, closed whole with its guards, waits in the thread's run cache, and
+  // its next block opens its own pages): the pages and the span's mark are
+  // Inner's from here. Since 2026-11-29 (branch secrow): the block's opening
+  // here and its guards' opening in Inner were two mprotect calls of the
+  // five a large block's life took (docs/security.md, "What the checks cost").
+  static bool leave_closed(void* p, std::size_t n) {
+    if constexpr (requires { Inner::dealloc_closed(p, n); }) {
+      pages g = closable(p, n);
+      if (g.start == p && Inner::dealloc_closed(p, g.bytes)) {
+        os::owe_reopening(-static_cast<std::ptrdiff_t>(g.bytes));  // Inner owes them now
+        g_closed_large.fetch_sub(1, std::memory_order_relaxed);
+        return true;
+      }
+    }
+    return false;
   }
 
   // No return: all_zero found a byte that is not zero (a caller that can
