@@ -144,7 +144,7 @@ struct quarantine : pass_through<Inner> {
   [[gnu::noinline]] static void* realloc(void* p, std::size_t n) noexcept {
     if (huge_lookup(p) && n > kMaxLargeBlock) {
       void* q = layer_ops<Inner>::realloc(p, n);
-      return q || !flush() ? q : layer_ops<Inner>::realloc(p, n);
+      return q || !flush_for_retry() ? q : layer_ops<Inner>::realloc(p, n);
     }
     return realloc_by_copy<quarantine>(p, n);
   }
@@ -162,7 +162,7 @@ struct quarantine : pass_through<Inner> {
       return realloc(p, n);
     }
     void* q = Inner::realloc_taken(h, p, n, usable);
-    return q || !flush() ? q : layer_ops<Inner>::realloc(p, n);
+    return q || !flush_for_retry() ? q : layer_ops<Inner>::realloc(p, n);
   }
 
   static int trim(std::size_t pad) noexcept {
@@ -221,14 +221,28 @@ struct quarantine : pass_through<Inner> {
   // Inner's errno (ENOMEM) stands when nothing was waiting; a retry that
   // fails sets it again.
   [[gnu::cold, gnu::noinline]] static void* alloc_after_flush(std::size_t n, int before) {
-    return restore_errno(flush() ? Inner::alloc(n) : nullptr, before);
+    return restore_errno(flush_for_retry() ? Inner::alloc(n) : nullptr, before);
   }
   [[gnu::cold, gnu::noinline]] static void* alloc_aligned_after_flush(std::size_t align, std::size_t n, int before) {
-    return restore_errno(flush() ? Inner::alloc_aligned(align, n) : nullptr, before);
+    return restore_errno(flush_for_retry() ? Inner::alloc_aligned(align, n) : nullptr, before);
   }
   static void* restore_errno(void* p, int before) {
     if (p) errno = before;
     return p;
+  }
+  // flush(), and the runs of large blocks that left closed into Inner's run
+  // caches (leave_closed) back to Inner's arena, where the retry can have
+  // them at any size: since branch secrow (2026-11-29) a run kept closed
+  // served only a block of its own slice count, and malloc(200000) after 2
+  // blocks of 100,000 B were freed at an address-space limit failed
+  // (preload.secure.address_space_limit). Whether a retry may find more.
+  static bool flush_for_retry() {
+    bool any = flush();
+    if constexpr (requires { Inner::release_closed_runs(); }) {
+      Inner::release_closed_runs();
+      any = true;
+    }
+    return any;
   }
 
   // The blocks of the shared slots and of the calling thread's ring leave
