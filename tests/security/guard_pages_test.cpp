@@ -168,7 +168,8 @@ TEST(SecureGuards, LargeBlockOfAReusedRunHasItsGuards) {
 
 // A large block past its quarantine: its run waits closed in the thread's
 // run cache (since branch secrow; before, it was opened and went back to
-// the arena, and a read after free there read zeros), so a read faults.
+// the arena, and a read after free there read the program's old byte, 90,
+// and ran to its end), so a read faults.
 TEST(SecureGuards, LargeBlockPastItsQuarantineStaysClosedInTheRunCache) {
   SKIP_UNLESS_PRELOAD();
   for (const char* c : {"large_after_wait:40000", "large_after_wait:200000"}) {
