@@ -4,6 +4,7 @@
 // fit, or when a flush (malloc_trim, thread exit, the purge pass's expiry)
 // takes it out.
 #include "tenon/arena/arena.h"
+#include "tenon/arena/guard_pages.h"
 #include "tenon/common/checks.h"
 #include "tenon/common/inject.h"
 #include "tenon/platform/options.h"
@@ -81,6 +82,9 @@ void arena<C>::flush_cached(run_cache& rc, bool all, stats_t* st) {
     // Ours alone now: a flusher stopped here forever leaks this run only.
     TENON_INJECT_POINT("runs.flush");
     count_kept(-static_cast<std::int64_t>(run_cache::slices(w)));  // release_span counts them again
+    // A guarded config's cached run is closed whole (large.ipp, free_closed).
+    if constexpr (has_guard_pages<C>())
+      if (!open_closed_run<C>(run_cache::span_in(w))) continue;
     release_span(run_cache::span_in(w), st, idle);
   }
 }

@@ -178,6 +178,17 @@ void engine_front<E>::free_not_owned(span* s, void* p) noexcept {
 }
 
 template <auto& E>
+template <class Span>
+bool engine_front<E>::dealloc_closed(void* p, std::size_t closed) noexcept {
+  if (!lookup::in_chunk(p)) return false;
+  Span* s = lookup::span_of(p);
+  if (s->kind != span_kind::large || s->owner.load(std::memory_order_acquire)) return false;
+  heap_t* h = t_thread<config>.current;
+  run_cache* runs = front_detail::runs_of(E, h);
+  return runs && E.large.free_closed(s, p, closed, &h->st, *runs, E.heaps.live_heaps());
+}
+
+template <auto& E>
 void engine_front<E>::free_irregular(void* p) noexcept {
   if (!p) return;
   if (lookup::in_chunk(p)) {  // a chunk without a fast-table slot, or p not a multiple of 8

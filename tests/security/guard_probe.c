@@ -30,6 +30,18 @@
  *                    at 64 KiB alignment; the second free must still be
  *                    reported (it ended by SIGSEGV, with no line, until
  *                    2026-11-27)
+ *   large_reused:HOW:N:M  a large block of N bytes freed, then 8 more blocks
+ *                    of N (allocated before it, held) freed, so that it has
+ *                    left the secure quarantine (its run kept closed in the
+ *                    thread's run cache since branch secrow), then
+ *                    q = malloc(M) (NOTE reused in place|elsewhere), written
+ *                    whole; HOW: overflow (write past q's end, up to two
+ *                    pages on), underflow (the 8 bytes before q), whole
+ *                    (q's malloc_usable_size bytes written and read back,
+ *                    freed, and another block of M the same; NOTE bad N)
+ *   large_after_wait:N  a large block of N bytes freed, then 8 more (held
+ *                    before it) freed, so that it has left the quarantine;
+ *                    then ACCESS: p[0] read
  *   chunk_end        read the last slice of the chunk of a small block: the
  *                    guard between the chunk's blocks and whatever is mapped
  *                    above (the next chunk's header)
@@ -186,6 +198,42 @@ static void overflow(size_t n) {
   for (size_t i = n; i < n + 2 * 4096 + 64; ++i) ((volatile char*)p)[i] = 0x41;
   printf("DONE\n");
   free(p);
+}
+
+/* p, a block of n bytes, freed and then 8 blocks of n allocated before it:
+   it has left the secure quarantine's 8 large slots of this thread's
+   stripe. */
+static void free_past_quarantine(char* p, size_t n) {
+  char* held[8];
+  for (int i = 0; i < 8; ++i) {
+    held[i] = malloc(n);
+    if (!held[i]) exit(2);
+    memset(held[i], 1, n);
+  }
+  memset(p, 0x5a, n);
+  free(p);
+  for (int i = 0; i < 8; ++i) free(held[i]);
+}
+
+/* A block of m bytes after a block of n has left the quarantine (above). */
+static char* large_reused(size_t n, size_t m) {
+  char* p = malloc(n);
+  if (!p) exit(2);
+  free_past_quarantine(p, n);
+  char* q = malloc(m);
+  if (!q) exit(2);
+  printf("NOTE reused %s\n", q == p ? "in place" : "elsewhere");
+  memset(q, 0x3c, m);
+  return q;
+}
+
+/* Writes q's usable bytes and reads them back: the mismatches. */
+static long written_whole(char* q) {
+  size_t u = malloc_usable_size(q);
+  long bad = 0;
+  for (size_t i = 0; i < u; ++i) q[i] = (char)(i * 7);
+  for (size_t i = 0; i < u; ++i) bad += q[i] != (char)(i * 7);
+  return bad;
 }
 
 /* The 8 bytes before a live block, written. */
@@ -738,6 +786,36 @@ int main(int argc, char** argv) {
     fflush(stdout);
     ((volatile char*)p)[at] ^= 1;
     for (size_t i = 0; i < kOthers; ++i) free(others[i]);
+    printf("DONE\n");
+  } else if (!strncmp(c, "large_reused:", 13)) {
+    char how[16];
+    size_t n, m;
+    if (sscanf(c + 13, "%15[a-z]:%zu:%zu", how, &n, &m) != 3) return 2;
+    char* q = large_reused(n, m);
+    if (!strcmp(how, "overflow")) {
+      printf("ACCESS write past the end of %p\n", (void*)q);
+      fflush(stdout);
+      for (size_t i = m; i < m + 2 * 4096 + 64; ++i) ((volatile char*)q)[i] = 0x41;
+      printf("DONE\n");
+    } else if (!strcmp(how, "underflow")) {
+      underflow(q, "a large block of a reused run");
+    } else {
+      long bad = written_whole(q);
+      free(q);
+      char* r = malloc(m);
+      if (!r) return 2;
+      bad += written_whole(r);
+      free(r);
+      printf("NOTE bad %ld\nEND\n", bad);
+    }
+  } else if (!strncmp(c, "large_after_wait:", 17)) {
+    size_t n = strtoul(c + 17, NULL, 10);
+    char* p = malloc(n);
+    if (!p) return 2;
+    free_past_quarantine(p, n);
+    printf("ACCESS read %p after its wait\n", (void*)p);
+    fflush(stdout);
+    printf("NOTE read %d\n", ((volatile char*)p)[0]);
     printf("DONE\n");
   } else if (!strncmp(c, "large_double_free:", 18)) {
     size_t n = strtoul(c + 18, NULL, 10);

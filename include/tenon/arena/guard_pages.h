@@ -50,4 +50,18 @@ void guard_chunk(chunk* c) {
   }
 }
 
+// A large block's run of a guarded config held closed whole (PROT_NONE from
+// its first byte to its last; large.ipp, free_closed), made accessible again
+// before the arena has it back: one call. Its closed bytes were owed their
+// reopening (os::owe_reopening) and are no longer, opened or given up. False
+// if the kernel refused (RLIMIT_DATA): the run must then stay taken for good,
+// a leak of its size, since a block carved over a closed page would fault.
+template <class C>
+bool open_closed_run(span* s) {
+  std::size_t bytes = std::size_t{s->nslices} << kSliceShift;
+  bool opened = C::platform::protect(s->start, bytes, true);
+  C::platform::owe_reopening(-static_cast<std::ptrdiff_t>(bytes));
+  return opened;
+}
+
 }  // namespace tenon

@@ -57,6 +57,22 @@ struct engine_front {
     free_in_chunk(p, s);
   }
 
+  // A large block whose every usable page an outer quarantine closed
+  // (`closed` bytes from p), freed: its run kept closed whole in the calling
+  // thread's run cache (large_runs::free_closed), so that neither its way
+  // out nor its run's next block opens more than that block's pages. False,
+  // nothing done, for any other block (the caller opens it and frees it as
+  // usual). A member template, as dealloc_in_span: emitted only where called.
+  template <class Span = span>
+  static bool dealloc_closed(void* p, std::size_t closed) noexcept;
+  // The runs dealloc_closed kept, every thread's, back to the arena (opened):
+  // before an outer quarantine's retry of an allocation Inner failed, so
+  // that the retry can have them at any size. A member template likewise.
+  template <class Span = span>
+  static void release_closed_runs() noexcept {
+    E.heaps.flush_run_caches(true);
+  }
+
   static void* alloc_aligned(std::size_t align, std::size_t n) noexcept {
     if (align <= kMinAlign && (n >= kMinAlign || align <= 8)) return alloc(n);
     if (n <= kMaxSmall && align <= kMaxSmall) return alloc_aligned_small(n, align);

@@ -39,8 +39,12 @@ class thread_heaps {
 
   constexpr explicit thread_heaps(arena<C>& chunks) : chunks_(&chunks) {}
 
-  // Slow paths of the inline fast paths in heap.h.
-  void* alloc_slow(heap_t* h, unsigned cls);
+  // Slow paths of the inline fast paths in heap.h. alloc_slow never in
+  // line: three lines around find_block since branch audit2, GCC put it in
+  // line at one call site of the secure build's malloc once that unit grew
+  // (branch secrow), and the errno it keeps took two registers more for
+  // every malloc there (the secure malloc(32)+free pair 290.25 -> 295.25).
+  [[gnu::noinline]] void* alloc_slow(heap_t* h, unsigned cls);
   void* find_block(heap_t* h, unsigned cls);
   void local_free_slow(heap_t* h, span* s);
   // A block of a span of a cached class (block_cache.h) sorted from the

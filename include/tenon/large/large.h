@@ -6,6 +6,7 @@
 #include <cstddef>
 
 #include "tenon/arena/arena.h"
+#include "tenon/arena/guard_pages.h"
 #include "tenon/span/span.h"
 
 namespace tenon {
@@ -26,9 +27,18 @@ class large_runs {
   // cache `runs` if it fits there (the share of `heaps` attached heaps,
   // run_cache_budget), else back to the arena. Ends the program (report_misuse) unless p is s's block and it is
   // live: a second free of it finds `used` 0 or its slices no longer taken;
-  // any other pointer is not s's block. Guarded configs cache no run (a
-  // block's guards and its quarantine's wait come with a fresh run).
+  // any other pointer is not s's block. Guarded configs cache no run here
+  // (free_closed does: a cached run of theirs is closed whole).
   void free(span* s, void* p, stats_t* st, run_cache* runs = nullptr, std::uint32_t heaps = 0);
+  // Guarded configs: frees p, whose `closed` bytes (all its usable pages) a
+  // quarantine closed, as free does, keeping its run closed whole in `runs`
+  // (its guards are closed already: the run is then one closed range, and
+  // its next block opens its own pages only). False, nothing done, unless p
+  // is a guarded block at its run's start and all its pages are closed.
+  // Constrained: not emitted for other configs by the class's explicit
+  // instantiation (libtenon.so stays as it was).
+  bool free_closed(span* s, void* p, std::size_t closed, stats_t* st, run_cache& runs, std::uint32_t heaps)
+    requires(has_guard_pages<C>());
   // Ends the program (report_misuse, naming `op`) unless p is s's block and
   // it is live: what free checks first, and realloc before it keeps or
   // copies the block.

@@ -144,7 +144,7 @@ struct quarantine : pass_through<Inner> {
   [[gnu::noinline]] static void* realloc(void* p, std::size_t n) noexcept {
     if (huge_lookup(p) && n > kMaxLargeBlock) {
       void* q = layer_ops<Inner>::realloc(p, n);
-      return q || !flush() ? q : layer_ops<Inner>::realloc(p, n);
+      return q || !flush_for_retry() ? q : layer_ops<Inner>::realloc(p, n);
     }
     return realloc_by_copy<quarantine>(p, n);
   }
@@ -162,7 +162,7 @@ struct quarantine : pass_through<Inner> {
       return realloc(p, n);
     }
     void* q = Inner::realloc_taken(h, p, n, usable);
-    return q || !flush() ? q : layer_ops<Inner>::realloc(p, n);
+    return q || !flush_for_retry() ? q : layer_ops<Inner>::realloc(p, n);
   }
 
   static int trim(std::size_t pad) noexcept {
@@ -221,14 +221,28 @@ struct quarantine : pass_through<Inner> {
   // Inner's errno (ENOMEM) stands when nothing was waiting; a retry that
   // fails sets it again.
   [[gnu::cold, gnu::noinline]] static void* alloc_after_flush(std::size_t n, int before) {
-    return restore_errno(flush() ? Inner::alloc(n) : nullptr, before);
+    return restore_errno(flush_for_retry() ? Inner::alloc(n) : nullptr, before);
   }
   [[gnu::cold, gnu::noinline]] static void* alloc_aligned_after_flush(std::size_t align, std::size_t n, int before) {
-    return restore_errno(flush() ? Inner::alloc_aligned(align, n) : nullptr, before);
+    return restore_errno(flush_for_retry() ? Inner::alloc_aligned(align, n) : nullptr, before);
   }
   static void* restore_errno(void* p, int before) {
     if (p) errno = before;
     return p;
+  }
+  // flush(), and the runs of large blocks that left closed into Inner's run
+  // caches (leave_closed) back to Inner's arena, where the retry can have
+  // them at any size: since branch secrow (2026-11-29) a run kept closed
+  // served only a block of its own slice count, and malloc(200000) after 2
+  // blocks of 100,000 B were freed at an address-space limit failed
+  // (preload.secure.address_space_limit). Whether a retry may find more.
+  static bool flush_for_retry() {
+    bool any = flush();
+    if constexpr (requires { Inner::release_closed_runs(); }) {
+      Inner::release_closed_runs();
+      any = true;
+    }
+    return any;
   }
 
   // The blocks of the shared slots and of the calling thread's ring leave
@@ -540,9 +554,29 @@ struct quarantine : pass_through<Inner> {
   // tag).
   [[gnu::noinline]] static void leave_large(void* waiting, std::size_t n) {
     void* p = unmarked(waiting);
-    if (waiting != p && __builtin_expect(!reopen_pages(p, n), 0)) return;  // still marked: freed
+    if (waiting != p) {
+      if (leave_closed(p, n)) return;
+      if (__builtin_expect(!reopen_pages(p, n), 0)) return;  // still marked: freed
+    }
     end_wait(p);
     Inner::dealloc(p);
+  }
+  // A closed block that Inner takes closed (engine_front::dealloc_closed: its
+  // run, closed whole with its guards, waits in the thread's run cache, and
+  // its next block opens its own pages): the pages and the span's mark are
+  // Inner's from here. Since 2026-11-29 (branch secrow): the block's opening
+  // here and its guards' opening in Inner were two mprotect calls of the
+  // five a large block's life took (docs/security.md, "What the checks cost").
+  static bool leave_closed(void* p, std::size_t n) {
+    if constexpr (requires { Inner::dealloc_closed(p, n); }) {
+      pages g = closable(p, n);
+      if (g.start == p && Inner::dealloc_closed(p, g.bytes)) {
+        os::owe_reopening(-static_cast<std::ptrdiff_t>(g.bytes));  // Inner owes them now
+        g_closed_large.fetch_sub(1, std::memory_order_relaxed);
+        return true;
+      }
+    }
+    return false;
   }
 
   // No return: all_zero found a byte that is not zero (a caller that can
