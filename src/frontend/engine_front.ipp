@@ -123,8 +123,21 @@ void* engine_front<E>::alloc_big(std::size_t n, std::size_t align, bool zero) no
     heap_t* h = t_thread<config>.current;
     bool has_heap = h != &g_empty_heap<config>;
     chunk* local_hint = nullptr;
+    int before = errno;
     p = E.large.alloc(n, align, &zeroed, has_heap ? &h->chunk_hint : &local_hint, has_heap ? &h->st : nullptr,
                       front_detail::runs_of(E, h));
+    // Refused (an address-space limit): the runs every thread's run cache
+    // keeps go back to the arena, where they join their free neighbours,
+    // and the block is asked for once more. Until 2026-11-29 they served
+    // only blocks of their own slice counts, and malloc(200000) after two
+    // blocks of 100,000 B were freed at a 64 MiB limit failed
+    // (preload.address_space_limit, reuse_merged).
+    if (__builtin_expect(!p, 0)) {
+      E.heaps.flush_run_caches(true);
+      p = E.large.alloc(n, align, &zeroed, has_heap ? &h->chunk_hint : &local_hint, has_heap ? &h->st : nullptr,
+                        front_detail::runs_of(E, h));
+      if (p) errno = before;
+    }
   } else {
     p = E.huge.alloc(n, align, &zeroed);
   }
