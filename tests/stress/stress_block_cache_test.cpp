@@ -291,7 +291,7 @@ void free_kept_block_again(again who) {
     wait_for(step, 2);
     if (who == again::owner) tenon_free(p);
     if (who == again::owner_realloc) p = tenon_realloc(p, 3 * 4096);
-    step = 3;
+    if (who != again::third) step = 3;  // the third thread's free says when
     wait_for(step, 4);  // alive to the end: its heap owns the span
   });
   wait_for(step, 1);
@@ -307,9 +307,14 @@ void free_kept_block_again(again who) {
     wait_for(step, 3);  // p still kept while the others free it again
     tenon_free(mine);
   });
+  // The keeper waits for step 3 until the third thread's free is done: a
+  // keeper that exited meanwhile would send p home as that free reads it
+  // (ThreadSanitizer's report of the race, not the double free, in the
+  // fresh-clone run of 2026-11-29).
   if (who == again::third) {
     wait_for(step, 2);
     std::thread([&] { tenon_free(p); }).join();
+    step = 3;
   }
   keeper.join();
   step = 4;
