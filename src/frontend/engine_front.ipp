@@ -123,9 +123,12 @@ void* engine_front<E>::alloc_big(std::size_t n, std::size_t align, bool zero) no
     heap_t* h = t_thread<config>.current;
     bool has_heap = h != &g_empty_heap<config>;
     chunk* local_hint = nullptr;
+    auto ask = [&] {
+      return E.large.alloc(n, align, &zeroed, has_heap ? &h->chunk_hint : &local_hint, has_heap ? &h->st : nullptr,
+                           front_detail::runs_of(E, h));
+    };
     int before = errno;
-    p = E.large.alloc(n, align, &zeroed, has_heap ? &h->chunk_hint : &local_hint, has_heap ? &h->st : nullptr,
-                      front_detail::runs_of(E, h));
+    p = ask();
     // Refused (an address-space limit): the runs every thread's run cache
     // keeps go back to the arena, where they join their free neighbours,
     // and the block is asked for once more. Until 2026-11-29 they served
@@ -134,8 +137,7 @@ void* engine_front<E>::alloc_big(std::size_t n, std::size_t align, bool zero) no
     // (preload.address_space_limit, reuse_merged).
     if (__builtin_expect(!p, 0)) {
       E.heaps.flush_run_caches(true);
-      p = E.large.alloc(n, align, &zeroed, has_heap ? &h->chunk_hint : &local_hint, has_heap ? &h->st : nullptr,
-                        front_detail::runs_of(E, h));
+      p = ask();
       if (p) errno = before;
     }
   } else {
