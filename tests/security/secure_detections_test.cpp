@@ -375,8 +375,9 @@ TEST(RacingFrees, HugeBlockReallocHeldWhileAFreeUnmapsIt) {
 // must not fault. Until 2026-11-29 (branch usize) both libraries read the
 // block's header then (the engine's usable size; the canary's end header):
 // SIGSEGV. libtenon.so now answers from the entry alone; libtenon-secure.so
-// reads the canary's header through the kernel (no fault) and, finding the
-// block gone, reports it freed.
+// finds the entry changed before it reads anything (huge_reading: through
+// the kernel until branch usw, in place as a counted reader since) and
+// reports the block freed.
 TEST(RacingFrees, HugeBlockUsableSizeHeldWhileAFreeUnmapsIt) {
   SKIP_UNLESS_PRELOAD();
   setenv("TENON_PURGE_DELAY_MS", "0", 1);
