@@ -205,12 +205,12 @@ struct quarantine : pass_through<Inner> {
       ring* r = kRings ? mine().r : nullptr;
       if (r) {
         // The block whose turn p takes leaves first (its window's zeros
-        // checked), then p's window is zeroed. In the other order the
-        // check's loads (a window zeroed 64 frees before, in the cache) came
-        // after the zeroing's stores to p's window (up to 4 KiB, most of it
-        // out of the cache by p's free), and glibc-thread's blocks of 4 to
-        // 32 KiB took 3% more CPU time (docs/security.md, "What it costs",
-        // 2026-11-30). free returns with both blocks as before.
+        // checked), then p's window is zeroed. In the other order (until
+        // 2026-11-30) glibc-thread, blocks of 4 B to 32 KiB, took 2 to 3%
+        // more CPU time (docs/security.md, "What it costs"); the likely
+        // cause, not measured: the check's loads waited behind the
+        // zeroing's stores to p's window, most of it out of the cache by
+        // p's free. free returns with both blocks as before.
         entry out = take_turn(r->small, r->small_turn, {p, end, s});
         if (out.p) leave_small(out.p, out.end, out.s);
         zero_window(static_cast<unsigned char*>(p), end);
