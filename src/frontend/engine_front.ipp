@@ -189,7 +189,7 @@ void engine_front<E>::free_not_owned(span* s, void* p) noexcept {
   // free_cached_remote): a tail call, the other classes' path unchanged.
   if (kBlockCache.slot[s->cls] != block_cache_detail::kNone)
     return E.heaps.free_cached_remote(h, s, static_cast<block*>(p));
-  E.heaps.template free_remote<class_known::uncached>(h, s, static_cast<block*>(p));
+  E.heaps.free_remote(h, s, static_cast<block*>(p));
 }
 
 template <auto& E>

@@ -95,7 +95,7 @@ void thread_heaps<C>::cache_return(heap_t* h, block* b) {
   span* s = lookup::span_of(b);
   if (s->owner.load(std::memory_order_relaxed) != h) {
     second_word(b) = 0;
-    free_remote<class_known::cached>(h, s, b);
+    free_remote(h, s, b);
     return;
   }
   TENON_CHECK(s->owner.load(std::memory_order_relaxed) == h && s->used() != 0 && s->state != span_state::current);
@@ -222,7 +222,7 @@ void thread_heaps<C>::free_cached_remote(heap_t* h, span* s, block* b) {
   // was published as the owner (its `home` among them).
   auto* owner = static_cast<heap_t*>(s->owner.load(std::memory_order_acquire));
   if (h->current[s->cls] != &c.front || c.front.until_slow <= 0 || !owner || owner->home != this)
-    return free_remote<class_known::cached>(h, s, b);
+    return free_remote(h, s, b);
   // The block-start test against the carved blocks was made by the caller
   // (engine_front.ipp, is_small_block, since branch `remote`).
   TENON_CHECK(s->starts_carved_block_any_thread(b));

@@ -90,13 +90,12 @@ template <class C>
 void thread_heaps<C>::free_heapless(span* s, block* b) {
   if (second_word(b) == free_key()) report_misuse("free", b, "double free", s->block_size);
   second_word(b) = free_key();  // on every list of free blocks (free_key.h)
+  C::links::set_next(b, nullptr, s);
   // Acquire: see free_remote.
-  if (auto* dest = static_cast<heap_t*>(s->owner.load(std::memory_order_acquire))) {
-    deliver_alone(dest, s, b, nullptr);
-  } else {
-    C::links::set_next(b, nullptr, s);
+  if (auto* dest = static_cast<heap_t*>(s->owner.load(std::memory_order_acquire)))
+    deliver(dest, b, b, nullptr);
+  else
     push_remote(s, b, b, 1, nullptr);
-  }
 }
 
 }  // namespace tenon

@@ -26,6 +26,13 @@ __attribute__((always_inline)) inline void add_class(std::uint64_t& classes, std
   classes |= std::uint64_t{1} << cls;
 #endif
 }
+
+// Whether b and c lie in one 64 KiB slice, and so in one span (a slice is
+// never shared): a run's test, instead of c's lookup and its span's
+// tests. A null c is in no slice of b's (b is far above 64 KiB).
+__attribute__((always_inline)) inline bool same_slice(const block* b, const block* c) {
+  return (reinterpret_cast<std::uintptr_t>(b) ^ reinterpret_cast<std::uintptr_t>(c)) < kSliceSize;
+}
 }  // namespace remote_detail
 
 // Hand a chain of blocks to a span we do not own, in one CAS.
@@ -81,17 +88,14 @@ void thread_heaps<C>::sort_inbox_chain(heap_t* h, block* b, unsigned serving) {
   const std::uint64_t key = free_key();
   while (b) {
     span* s = lookup::span_of(b);
-    std::uintptr_t word = take_sort_word(b, s, s->block_size > 16);
-    block* next = C::links::next(b, s);
+    block* next = take_sort_link(b, s, s->block_size > 16);
     // Compared in memory (a relaxed load: only this thread makes a span
     // this heap's, and a stale other owner sends the block on to its span).
     if (__builtin_expect(os::equals_relaxed(s->owner, h), 1)) {
       remote_detail::add_class(classes, s->cls);
       TENON_CHECK(s->starts_carved_block(b));
       if (__builtin_expect(s->push_target() != s, 0))
-        sort_to_cache(h, s, b, key);  // a run of a cached class is walked
-      else if (word & kRunTag)
-        next = sort_whole_run(h, s, b, word, key);
+        sort_to_cache(h, s, b, key);
       else
         next = sort_run(h, s, b, next, key);
     } else {
@@ -103,12 +107,12 @@ void thread_heaps<C>::sort_inbox_chain(heap_t* h, block* b, unsigned serving) {
   if (classes | h->idle_currents) let_go_of(h, classes, serving);
 }
 
-// The third word of b, a block of s from the inbox, taken as the sort
-// takes b. The block kOutboxAhead further down, which a batch's block of
-// 32 bytes or more names there (outbox), is prefetched; a block that names
-// none (a batch's first, one delivered alone, one inside a run) holds 0
-// there, and a prefetch of any address is harmless. A 16-byte block has
-// no third word. A batch's head names more (heap.h,
+// The link out of b, a block of s from the inbox, read as the sort takes b.
+// The block kOutboxAhead further down, which a batch's block of 32 bytes
+// or more names in its third word (outbox), is prefetched first; a block
+// that names no such block (a batch's first, one delivered alone) holds
+// the program's data there, and a prefetch of any address is harmless. A
+// 16-byte block has no third word. A batch's head names more (heap.h,
 // outbox: the blocks walked after it and the next batch's head), prefetched
 // and cleared with its third word.
 // clear_ahead: the third word is cleared once read, here and where a closed
@@ -119,56 +123,10 @@ void thread_heaps<C>::sort_inbox_chain(heap_t* h, block* b, unsigned serving) {
 // ThreadHoldNoPointerInTheirFirstThreeWords: 17,496 of 80,000 fresh 64-byte
 // blocks until 2026-11-27, seventh session).
 // names: b is over 16 bytes (it has a third word).
-// Returns the third word as it was (take_names), 0 for a 16-byte block: a
-// run's first block holds its run there (heap.h, kRunTag), whose address,
-// its length above it, is no address to prefetch (nor harmful to).
 template <class C>
-__attribute__((always_inline)) inline std::uintptr_t thread_heaps<C>::take_sort_word(block* b, span* s, bool names) {
-  if (!names) return 0;
-  std::uintptr_t word = take_names(b, s, true);
-  __builtin_prefetch(reinterpret_cast<const void*>(word), 1);
-  return word;
-}
-
-// b, a block of s (this heap's, its class uncached), begins a run of s
-// (heap.h, kRunTag; word: its third word as it was): the run goes onto s's
-// list whole. Its blocks are linked already, in the links of s's list, and
-// hold the free key (the freeing thread stored both); only its last block
-// is written (its link, to s's list), and none between is read. The count
-// drops by the run's length at once: local_free_slow takes a span that
-// many blocks below its low mark as it takes one a block below (a full
-// span back to avail, an emptied one retired). Returns the block after the
-// run.
-template <class C>
-__attribute__((always_inline)) inline block* thread_heaps<C>::sort_whole_run(heap_t* h, span* s, block* b,
-                                                                            std::uintptr_t word, std::uint64_t key) {
-  auto* last = reinterpret_cast<block*>(word & kRunBlockMask);
-  auto n = static_cast<std::uint32_t>(word >> kRunLengthShift);
-  TENON_CHECK(is_run_of(s, b, last, n));
-  block* next = C::links::next(last, s);
-  // The run's oldest keeps its name (remote_free.h, run_word): the walk's
-  // next blocks. Cleared as any third word (clear_ahead).
-  __builtin_prefetch(reinterpret_cast<const void*>(static_cast<std::uintptr_t>(third_word(last))), 1);
-  third_word(last) = 0;
-  C::links::set_next(last, s->free, s);
-  second_word(b) = key;  // as push_local_free does
-  s->free = b;
-  s->remove_used(n);
-  if (__builtin_expect(s->until_slow < 0, 0)) local_free_slow(h, s);
-  return next;
-}
-
-// Whether b begins a run of n blocks of s ending at last, each a carved
-// block of s holding nothing in its third word but b and last (TENON_DEBUG).
-template <class C>
-bool thread_heaps<C>::is_run_of(span* s, block* b, block* last, std::uint32_t n) {
-  if (n < 2 || s->used() < n) return false;
-  for (std::uint32_t i = 0; i < n; ++i, b = C::links::next(b, s)) {
-    if (!b || lookup::span_of(b) != s || !s->starts_carved_block(b)) return false;
-    if (i > 0 && i < n - 1 && third_word(b) != 0) return false;
-    if (i == n - 1) return b == last;
-  }
-  return false;
+__attribute__((always_inline)) inline block* thread_heaps<C>::take_sort_link(block* b, span* s, bool names) {
+  if (names) __builtin_prefetch(reinterpret_cast<const void*>(take_names(b, s, true)), 1);
+  return C::links::next(b, s);
 }
 
 // b, a block of s (this heap's, its class uncached: its frees go to its own
@@ -188,7 +146,7 @@ bool thread_heaps<C>::is_run_of(span* s, block* b, block* last, std::uint32_t n)
 template <class C>
 __attribute__((always_inline)) inline block* thread_heaps<C>::sort_run(heap_t* h, span* s, block* b, block* next,
                                                                       std::uint64_t key) {
-  if (push_local_free<C>(*this, h, s, b, key) || !same_slice(b, next)) return next;
+  if (push_local_free<C>(*this, h, s, b, key) || !remote_detail::same_slice(b, next)) return next;
   return s->block_size > 16 ? sort_run_on<true>(h, s, next, key) : sort_run_on<false>(h, s, next, key);
 }
 
@@ -199,10 +157,8 @@ __attribute__((always_inline)) inline block* thread_heaps<C>::sort_run_on(heap_t
                                                                          std::uint64_t key) {
   for (;;) {
     TENON_CHECK(lookup::span_of(b) == s && s->starts_carved_block(b));
-    std::uintptr_t word = take_sort_word(b, s, kNames);
-    if (kNames && (word & kRunTag)) return sort_whole_run(h, s, b, word, key);
-    block* next = C::links::next(b, s);
-    if (push_local_free<C>(*this, h, s, b, key) || !same_slice(b, next)) return next;
+    block* next = take_sort_link(b, s, kNames);
+    if (push_local_free<C>(*this, h, s, b, key) || !remote_detail::same_slice(b, next)) return next;
     b = next;
   }
 }
@@ -242,16 +198,6 @@ void thread_heaps<C>::drain_inbox(heap_t* h, unsigned serving) {
   TENON_INJECT_POINT("inbox.drain");
   auto chain = h->inbox.exchange(0, std::memory_order_acquire);
   sort_inbox_chain(h, reinterpret_cast<block*>(chain), serving);
-}
-
-// b, of s, to dest's inbox on its own (no batch). Its third word, the
-// program's data, is cleared: the owner's walk reads a run there (heap.h,
-// kRunTag).
-template <class C>
-void thread_heaps<C>::deliver_alone(heap_t* dest, span* s, block* b, stats_t* st) {
-  C::links::set_next(b, nullptr, s);
-  if (s->block_size > 16) third_word(b) = 0;
-  deliver(dest, b, b, st);
 }
 
 // Hand a chain to its destination heap's inbox in one CAS. If that heap's
@@ -390,23 +336,21 @@ void thread_heaps<C>::free_remote_slow(heap_t* h, span* s, block* b) {
     // is read once a batch, not once a free. Its `home` is fixed before it
     // owned any span (the acquire above makes it visible).
     if (static_cast<heap_t*>(dest)->home != this) {
-      deliver_alone(static_cast<heap_t*>(dest), s, b, &h->st);
+      C::links::set_next(b, nullptr, s);
+      deliver(static_cast<heap_t*>(dest), b, b, &h->st);
       return;
     }
     if (ob.count) flush_outbox(h, ob);
     ob.dest = dest;
     C::links::set_next(b, nullptr, s);
-    // Neither a run nor a name (run_word reads it when the next block joins).
-    if (s->block_size > 16) third_word(b) = 0;
     ob.head = ob.tail = b;
     ob.count = 1;
-    ob.run = 1;
     ob.ahead[0] = b;
     for (unsigned i = 1; i < kOutboxAhead; ++i) ob.ahead[i] = nullptr;
     h->out_pending |= std::uint64_t{1} << (&ob - h->out);
     return;
   }
-  join_batch<class_known::no>(h, ob, s, b, free_key());
+  join_batch(h, ob, s, b, free_key());
 }
 
 }  // namespace tenon

@@ -68,35 +68,6 @@ constexpr std::uintptr_t kHeadNamesTag = 1;
 constexpr unsigned kHeadNextWord = 3;
 constexpr unsigned kHeadNamesWord = 4;
 constexpr unsigned kHeadNames = kOutboxAhead - 1;
-// A run of one span in a batch: kRunMin or more blocks of 32 bytes or more
-// that joined it one after another from one 64 KiB slice (a slice is never
-// shared: one span). The run's newest block, the first the owner's walk
-// meets, holds in its third word, instead of a block to prefetch, the
-// run's oldest block (the last the walk meets, whose link leads past the
-// run) and the run's length: kRunTag | oldest | length << kRunLengthShift;
-// the blocks between hold 0 there, the oldest its name (outbox). Their links already make a free list of the span and
-// each holds the free key, so the owner splices the run onto its span's
-// list whole, reading its first block and writing its last, and touches
-// none between (remote.ipp, sort_whole_run); the program's first writes
-// after its malloc take those lines. Written by the freeing thread as each
-// block joins, in blocks its cache holds (remote_free.h, run_word).
-constexpr std::uintptr_t kRunTag = 2;
-constexpr std::uint32_t kRunMin = kOutboxAhead + 1;  // the oldest is then the block the newest would name
-constexpr unsigned kRunLengthShift = 48;  // block addresses are below 2^47
-constexpr std::uintptr_t kRunOne = std::uintptr_t{1} << kRunLengthShift;
-constexpr std::uintptr_t kRunBlockMask = (kRunOne - 1) & ~(kHeadNamesTag | kRunTag);
-static_assert(kRemoteBatchMax < (std::uint64_t{1} << (64 - kRunLengthShift)), "a run's length fits");
-// What a remote free's caller knows of the block's class: a class with a
-// block cache keeps no run (its blocks go to the owner's cache one by one,
-// remote.ipp, sort_inbox_chain), and the front end's free has tested it
-// before it calls (engine_front.ipp, free_not_owned): the test is not made
-// again there, on every remote free.
-enum class class_known { no, uncached, cached };
-// Whether b and c lie in one 64 KiB slice, and so in one span (a slice is
-// never shared). A null c is in no slice of b's (b is far above 64 KiB).
-__attribute__((always_inline)) inline bool same_slice(const block* b, const block* c) {
-  return (reinterpret_cast<std::uintptr_t>(b) ^ reinterpret_cast<std::uintptr_t>(c)) < kSliceSize;
-}
 struct outbox {
   // First, so that the remote free addresses a slot of it from the outbox
   // with the index alone (after the fields, GCC added their size to the
@@ -111,7 +82,6 @@ struct outbox {
   block* head = nullptr;
   block* tail = nullptr;
   std::uint32_t count = 0;
-  std::uint32_t run = 0;  // the blocks of head's run of one span (remote_free.h, run_word)
 };
 // Direct-mapped by destination heap address (remote_free.h, outbox_slot):
 // one slot for each heap of a segment, so that a thread freeing the blocks

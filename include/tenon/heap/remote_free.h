@@ -38,7 +38,6 @@ __attribute__((always_inline)) inline unsigned outbox_slot(const void* dest) {
 // row's time goes"; "The remote free's instructions" for what the code
 // below is shaped by).
 template <class C>
-template <class_known kClass>
 __attribute__((always_inline)) inline void thread_heaps<C>::free_remote(heap_t* h, span* s, block* b) {
   TENON_CHECK(s->kind == span_kind::small);
   // Acquire pairs with the release that published the owner: the heap's
@@ -63,58 +62,7 @@ __attribute__((always_inline)) inline void thread_heaps<C>::free_remote(heap_t* 
     return;
   }
   TENON_CHECK(dest != h && dest != nullptr && ob.count > 0);
-  join_batch<kClass>(h, ob, s, b, key);
-}
-
-// The third word of b, a block of s of 32 bytes or more, joining ob's batch after head
-// (ob's fields already b's; ahead: the block that joined kOutboxAhead frees
-// before b, for the owner's walk to prefetch, heap.h, outbox). When b lies
-// in head's slice, the run of one span goes on (ob.run counts it); from
-// kRunMin blocks on, b begins it (heap.h, kRunTag). At kRunMin (one more
-// than the ring holds), `ahead` is the run's oldest block, and the blocks
-// between, the rest of the ring, lose the names they hold (their third
-// words cleared: the owner does not read them); the oldest keeps its own
-// for the walk after the run. Past it, head began the run, which b takes
-// over one block longer. A shorter run keeps every name: a run of two
-// cost xmalloc's walk two names (its mixed sizes make few runs, and short
-// ones), 1.24x its CPU time. The blocks written are the last this thread
-// freed for the owner: their lines are likely still ours.
-template <class C>
-template <class_known kClass>
-__attribute__((always_inline)) inline std::uintptr_t thread_heaps<C>::run_word(outbox& ob, const span* s, block* head,
-                                                                             const block* b, block* ahead,
-                                                                             std::uint32_t n) {
-  // A cached class's run is not kept (class_known): its blocks' names serve
-  // the owner's walk, and ob.run is left as it is (the next block of an
-  // uncached class is in another span than this one, and starts over).
-  if (kClass == class_known::cached ||
-      (kClass == class_known::no && kBlockCache.slot[s->cls] != block_cache_detail::kNone))
-    return reinterpret_cast<std::uintptr_t>(ahead);
-  if (!same_slice(head, b)) {
-    ob.run = 1;
-    return reinterpret_cast<std::uintptr_t>(ahead);
-  }
-  std::uint32_t r = ob.run + 1;
-  ob.run = r;
-  if (__builtin_expect(r > kRunMin, 1)) {
-    std::uintptr_t w = third_word(head);
-    third_word(head) = 0;
-    return w + kRunOne;
-  }
-  if (r < kRunMin) return reinterpret_cast<std::uintptr_t>(ahead);
-  return start_run(ob, ahead, n);
-}
-
-// The run of one span in ob's batch reaches kRunMin blocks (remote_free.h,
-// run_word): the blocks between its oldest and the one joining now (the
-// ring's but the slot of the one joining, n: its join's count) hold no
-// name from now on, and the one joining holds the run. Once a run (inline: a call here made GCC save five registers on every
-// remote free).
-template <class C>
-__attribute__((always_inline)) inline std::uintptr_t thread_heaps<C>::start_run(outbox& ob, block* oldest,
-                                                                              std::uint32_t n) {
-  for (std::uint32_t i = 1; i < kOutboxAhead; ++i) third_word(ob.ahead[(n + i) % kOutboxAhead]) = 0;
-  return reinterpret_cast<std::uintptr_t>(oldest) | kRunTag | kRunMin * kRunOne;
+  join_batch(h, ob, s, b, key);
 }
 
 // b joins the batch ob has started for b's owner; handed over when full.
@@ -125,7 +73,6 @@ __attribute__((always_inline)) inline std::uintptr_t thread_heaps<C>::start_run(
 // batch's first block (its link, null until the delivery) stays for a
 // program that wrote into a freed block's first words.
 template <class C>
-template <class_known kClass>
 __attribute__((always_inline)) inline void thread_heaps<C>::join_batch(heap_t* h, outbox& ob, span* s, block* b,
                                                                         std::uint64_t key) {
   // The fields are read once into locals: the stores into the block (which
@@ -139,15 +86,15 @@ __attribute__((always_inline)) inline void thread_heaps<C>::join_batch(heap_t* h
   block* ahead = earlier;
   earlier = b;
   ob.head = b;
-  ob.count = n + 1;
+  ob.count = ++n;
   // The key, as on every list of free blocks (free_key.h): a second free of
   // b, by its owner, onto a CPU's stack or by another thread, finds it.
   // (Stored after the outbox's fields: the stores into the block may alias
   // the outbox, and before them would make the compiler read it again.)
   second_word(b) = key;
-  if (s->block_size > 16) third_word(b) = run_word<kClass>(ob, s, head, b, ahead, n);
+  if (s->block_size > 16) third_word(b) = reinterpret_cast<std::uintptr_t>(ahead);
   C::links::set_next(b, head, s);
-  if (n + 1 >= kRemoteBatchMax) flush_outbox(h, ob);
+  if (n >= kRemoteBatchMax) flush_outbox(h, ob);
 }
 
 }  // namespace tenon

@@ -54,9 +54,6 @@ class thread_heaps {
   // A small block of span s, freed by a thread whose heap (h, possibly the
   // empty heap) does not own s: batched for the owner, or handed to s.
   // Inline (remote_free.h).
-  // kClass: what the caller knows of the block's class (whether its runs
-  // are kept, heap.h, kRunTag).
-  template <class_known kClass = class_known::no>
   __attribute__((always_inline)) void free_remote(heap_t* h, span* s, block* b);
   // free_remote for a block of a class with a block cache (block_cache.h):
   // kept in h's cache of its class for h's next allocations while h
@@ -177,17 +174,13 @@ class thread_heaps {
   // remote.ipp: blocks crossing threads.
   void push_remote(span* s, block* head, block* tail, std::uint32_t n, stats_t* st);
   void sort_inbox_chain(heap_t* h, block* b, unsigned serving = kNumClasses);
-  __attribute__((always_inline)) static std::uintptr_t take_sort_word(block* b, span* s, bool names);
-  __attribute__((always_inline)) block* sort_whole_run(heap_t* h, span* s, block* b, std::uintptr_t word,
-                                                       std::uint64_t key);
-  static bool is_run_of(span* s, block* b, block* last, std::uint32_t n);
+  __attribute__((always_inline)) static block* take_sort_link(block* b, span* s, bool names);
   __attribute__((always_inline)) block* sort_run(heap_t* h, span* s, block* b, block* next, std::uint64_t key);
   template <bool kNames>
   __attribute__((always_inline)) block* sort_run_on(heap_t* h, span* s, block* b, std::uint64_t key);
   void let_go_of(heap_t* h, std::uint64_t classes, unsigned serving);
   void drain_inbox(heap_t* h, unsigned serving);
   void deliver(heap_t* dest, block* head, block* tail, stats_t* st, bool named = false);
-  void deliver_alone(heap_t* dest, span* s, block* b, stats_t* st);
   void flush_outbox(heap_t* h, outbox& ob);
   static bool name_batch(const outbox& ob);
   static void take_head_names(block* b, span* s, bool prefetch);
@@ -202,12 +195,7 @@ class thread_heaps {
     if (ahead & kHeadNamesTag) take_head_names(b, s, prefetch);
     return ahead;
   }
-  template <class_known kClass>
   __attribute__((always_inline)) void join_batch(heap_t* h, outbox& ob, span* s, block* b, std::uint64_t key);
-  template <class_known kClass>
-  __attribute__((always_inline)) static std::uintptr_t run_word(outbox& ob, const span* s, block* head, const block* b,
-                                                                block* ahead, std::uint32_t n);
-  __attribute__((always_inline)) static std::uintptr_t start_run(outbox& ob, block* oldest, std::uint32_t n);
   [[gnu::noinline]] void free_remote_slow(heap_t* h, span* s, block* b);
 
   // exit.ipp: giving spans up, and calls after a thread's heap is gone.
