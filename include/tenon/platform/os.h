@@ -29,7 +29,7 @@ void release(void* p, std::size_t size);
 
 // Address space no access may touch (PROT_NONE, never committed): a read or
 // write there ends the program with SIGSEGV. Not from a memory source:
-// straight from the kernel. nullptr on failure.
+// straight from the kernel. nullptr on failure, errno kept.
 void* reserve_inaccessible(std::size_t size);
 
 // Make [p, p + size) (page aligned, inside a reserved range) inaccessible, or
@@ -140,13 +140,15 @@ std::uint32_t now_ms();
 // Nanoseconds on CLOCK_MONOTONIC (a full clock read: calibration, tools).
 std::uint64_t monotonic_ns();
 
-// The process environment's value for name, or nullptr (getenv: neither
-// allocates nor locks).
+// The process environment's value for name, or nullptr (secure_getenv:
+// neither allocates nor locks; nullptr for every name in secure-execution
+// mode, AT_SECURE).
 const char* env(const char* name);
 
 // The process environment itself ("NAME=value" strings, a null pointer
 // last: environ), for the options check that looks for names it does not
-// know. Read it while no other thread calls setenv (at load).
+// know. Read it while no other thread calls setenv (at load). Empty in
+// secure-execution mode, as env answers there.
 const char* const* environment();
 
 // Writes to stderr with write(2): no buffering, no allocation; errno kept.
