@@ -219,8 +219,6 @@ void huge_maps<C>::split_tail(huge_header* h, std::size_t usable) {
   t->far = false;
   t->probe = false;
   t->owner = nullptr;
-  t->parked = nullptr;
-  t->parked_bytes = 0;
   huge_detail::publish(t);
   TENON_INJECT_POINT("huge.cache.split");
   if (!cache_put(t, 0)) unmap(t);
@@ -275,18 +273,9 @@ huge_header* huge_maps<C>::claim_cached(std::size_t usable, bool* alone) {
 // again). The split puts the excess back with cache_put, so it runs outside
 // the claim's section (the locked benchmark variant's mutex is not recursive).
 template <class C>
-huge_header* huge_maps<C>::cache_take(std::size_t usable, std::size_t* open) {
+huge_header* huge_maps<C>::cache_take(std::size_t usable) {
   bool alone = false;
   huge_header* h = claim_cached(usable, &alone);
-  *open = 0;
-  if (h) {
-    std::size_t o = huge_detail::unpark<C>(h);
-    if (o > usable) {
-      huge_detail::guard_range<C>(h, usable, o, false);
-      o = usable;
-    }
-    *open = o;
-  }
   if (h && alone) split_tail(h, usable);
   return h;
 }

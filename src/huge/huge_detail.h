@@ -123,67 +123,12 @@ std::size_t open_bytes(std::size_t usable) {
   else return 0;
 }
 
-// Prototype (2026-11-30, branch hugesec, measured and reverted: security.md,
-// "Closing a freed huge block for less"): instead of mprotect, which walks
-// every page-table entry of the range at the free and again at the reuse,
-// the freed block's open pages move (mremap with MREMAP_DONTUNMAP, whole
-// page tables where the two addresses agree modulo 2 MiB) into a PROT_NONE
-// reservation of their own, and the emptied range (no page tables left to
-// walk) closes; the reuse moves them back over it. DONTUNMAP both ways, so
-// that no range is ever a hole another thread's mmap could take (a first
-// version moved and then mapped PROT_NONE over the hole: thread_chunks
-// died by SIGSEGV, 1 run of 3 and 7 of 7). Five system calls a cycle.
-constexpr std::size_t kParkMin = 0;
-template <class C>
-bool park(huge_header* h, std::size_t open) {
-  const std::size_t pmd = std::size_t{2} << 20;
-  const std::size_t off = reinterpret_cast<std::uintptr_t>(h->user) & (pmd - 1);
-  const std::size_t len = open + off + pmd;
-  char* r = static_cast<char*>(C::platform::reserve_inaccessible(len));
-  if (!r) return false;
-  char* d = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(r) + pmd - 1) & ~(pmd - 1)) + off;
-  if (!C::platform::move_keeping(h->user, open, d)) {
-    C::platform::release(r, len);
-    return false;
-  }
-  if (!C::platform::protect(h->user, open, false)) {
-    C::platform::move_keeping(d, open, h->user);
-    C::platform::release(r, len);
-    return false;
-  }
-  h->parked = r;
-  h->parked_bytes = open;
-  return true;
-}
-template <class C>
-std::size_t park_len(const huge_header* h) {
-  const std::size_t pmd = std::size_t{2} << 20;
-  return h->parked_bytes + (reinterpret_cast<std::uintptr_t>(h->user) & (pmd - 1)) + pmd;
-}
-// The parked pages back in place, open; the bytes open past the user pointer.
-template <class C>
-std::size_t unpark(huge_header* h) {
-  if (!h->parked) return 0;
-  const std::size_t pmd = std::size_t{2} << 20;
-  const std::size_t off = reinterpret_cast<std::uintptr_t>(h->user) & (pmd - 1);
-  char* d = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(h->parked) + pmd - 1) & ~(pmd - 1)) + off;
-  std::size_t open = h->parked_bytes;
-  bool back = C::platform::move_keeping(d, open, h->user);
-  C::platform::release(h->parked, park_len<C>(h));
-  h->parked = nullptr;
-  h->parked_bytes = 0;
-  return back ? open : 0;
-}
-
 // A block going into the cache: the `open` bytes its user had (its usable
 // size before the free took it to 0) close (past them, it is closed
 // already: open_bytes).
 template <class C>
 void close_freed(huge_header* h, std::size_t open) {
-  if constexpr (protects_cached<C>()) {
-    if (open >= kParkMin && park<C>(h, open)) return;
-    guard_range<C>(h, 0, open, false);
-  }
+  if constexpr (protects_cached<C>()) guard_range<C>(h, 0, open, false);
 }
 
 // A tail split off a cached block (cache.ipp) comes from its inaccessible

@@ -13,7 +13,6 @@ void huge_maps<C>::unmap(huge_header* h) {
   huge_detail::withdraw(h);
   count(stat_huge_unmaps);
   count(stat_huge_bytes_unmapped, h->map_size);
-  if (h->parked) C::platform::release(h->parked, huge_detail::park_len<C>(h));
   C::platform::release(h, h->map_size);
 }
 
@@ -71,15 +70,14 @@ void* huge_maps<C>::alloc(std::size_t n, std::size_t align, bool* zeroed) {
   const std::size_t head = huge_detail::head_bytes<C>(page);
   evict_expired();
   if (align <= page) {
-    std::size_t open = 0;
-    if (huge_header* h = cache_take(usable + guard, &open)) {
-      if (void* p = reshape(h, usable, open)) {
+    if (huge_header* h = cache_take(usable + guard)) {
+      if (void* p = reshape(h, usable, 0)) {
         count(stat_huge_cache_hits);
         note_given(usable);  // not h->usable: h may have moved
         *zeroed = false;
         return p;
       }
-      give_back(h, open);  // taken from the cache: usable 0
+      give_back(h, 0);  // taken from the cache: usable 0, nothing open
     }
   }
   TENON_INJECT_POINT("huge.map");

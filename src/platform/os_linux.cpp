@@ -417,24 +417,6 @@ void* reserve_inaccessible(std::size_t size) {
 // errno kept: a refusal is tenon's to handle (a guard page not closed), and
 // the call that made it may still succeed (a large block handed out
 // unguarded said ENOMEM until 2026-11-27: preload.protect_refused).
-bool move_keeping(void* p, std::size_t size, void* dest) {
-#ifndef MREMAP_DONTUNMAP
-  constexpr int MREMAP_DONTUNMAP = 4;
-#endif
-  if (has_source()) return false;
-  int saved = errno;
-  void* r = mremap(p, size, size, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, dest);
-  errno = saved;
-  return r == dest;
-}
-
-bool drop_inaccessible(void* p, std::size_t size) {
-  int saved = errno;
-  void* r = mmap(p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-  errno = saved;
-  return r == p;
-}
-
 bool protect(void* p, std::size_t size, bool accessible) {
   int saved = errno;
   bool done = mprotect(p, size, accessible ? PROT_READ | PROT_WRITE : PROT_NONE) == 0;

@@ -25,8 +25,6 @@ struct huge_header {
   // frontend/large_owner.h): set by the heap after alloc, before the block
   // is handed out; cleared when the block is freed (and so in the cache).
   void* owner;
-  char* parked;             // secure: where a cached block's open pages wait (a reservation head bytes before them), or nullptr
-  std::size_t parked_bytes;
   // Bytes mapped from `user` on: may exceed `usable`, so that a reused or
   // shrunk block keeps its resident pages for the next, larger request.
   std::size_t capacity() const {
@@ -177,7 +175,7 @@ class huge_maps {
   bool cache_put(huge_header* h, std::size_t open);
   void split_tail(huge_header* h, std::size_t usable);
   huge_header* claim_cached(std::size_t usable, bool* alone);
-  huge_header* cache_take(std::size_t usable, std::size_t* open);
+  huge_header* cache_take(std::size_t usable);
   bool reserve_budget(huge_header* h);
   void return_budget(std::uint64_t slot, const huge_header* h);
 

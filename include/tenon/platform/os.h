@@ -35,8 +35,6 @@ void* reserve_inaccessible(std::size_t size);
 // Make [p, p + size) (page aligned, inside a reserved range) inaccessible, or
 // read-write again. False if the kernel refused.
 bool protect(void* p, std::size_t size, bool accessible);
-bool drop_inaccessible(void* p, std::size_t size);
-bool move_keeping(void* p, std::size_t size, void* dest);
 
 // Bytes closed (protect(..., false)) that will be opened again: a live
 // large block's guards, a large block waiting in quarantine. Linux counts

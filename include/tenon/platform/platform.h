@@ -67,9 +67,6 @@ struct linux_platform {
   static bool fits_free_memory(std::size_t size) { return os::fits_free_memory(size); }
   // Not in the concept: asked only by configs that protect freed memory.
   static bool protect(void* p, std::size_t size, bool accessible) { return os::protect(p, size, accessible); }
-  static bool drop_inaccessible(void* p, std::size_t size) { return os::drop_inaccessible(p, size); }
-  static bool move_keeping(void* p, std::size_t size, void* dest) { return os::move_keeping(p, size, dest); }
-  static void* reserve_inaccessible(std::size_t size) { return os::reserve_inaccessible(size); }
   static void owe_reopening(std::ptrdiff_t bytes) { os::owe_reopening(bytes); }
   static std::uint32_t now_ms() { return os::now_ms(); }
   static bool single_threaded() { return os::single_threaded(); }
