@@ -450,12 +450,13 @@ class pool_core {
   // A shared lane (no rseq here, or the lane was taken from its owner): a
   // load and one CAS for up to `want` slots of its block. 0 when the lane is
   // not shared or its block is used up (the caller takes the slow path).
-  std::uint32_t claim_shared(std::uint32_t want, claim& c) noexcept {
+  // Inlined, so that acquire()'s want of 1 computes no room.
+  __attribute__((always_inline)) std::uint32_t claim_shared(std::uint32_t want, claim& c) noexcept {
     lane& s = lanes_[this_thread_lane_seed() & (kLanes - 1)];
-    if (s.mode.load(std::memory_order_acquire) != kShared) return 0;
+    if (__builtin_expect(s.mode.load(std::memory_order_acquire) != kShared, 0)) return 0;
     std::uint64_t sw = s.word.load(std::memory_order_relaxed);
     while (has_room(sw)) {
-      const std::uint64_t n = std::min<std::uint64_t>(want, room(sw));
+      const std::uint64_t n = want == 1 ? 1 : std::min<std::uint64_t>(want, room(sw));
       if (s.word.compare_exchange_weak(sw, sw + n, std::memory_order_acquire, std::memory_order_relaxed)) {
         c = slot_of(sw);
         return std::uint32_t(n);
