@@ -606,6 +606,36 @@ class pool_core {
   [word] "i"(offsetof(lane, word)), [mode] "i"(offsetof(lane, mode)), [start] "i"(offsetof(lane, start)), \
       [len] "i"(offsetof(lane, len)), [base_] "i"(offsetof(lane, base)), [first_] "i"(offsetof(lane, first))
 
+  // The start and the end of the owner's claims (owned_claim, owned_claim_n).
+  // Enter: set this thread's rseq descriptor pointer, check that this thread
+  // (its id read here, see this_thread_id) owns the lane (else to 5, which
+  // fails with the carry clear), read the word into w and its slot number in
+  // the copy's window into used (huge when the word is below the window).
+  // Exit: label 2, reached with the carry set by a commit; the descriptor
+  // pointer is cleared (a mov, which keeps the flags) because the descriptor
+  // may be in a library dlclose'd later.
+#define OWNED_CLAIM_ENTER                     \
+  TENON_RSEQ_DESCRIPTOR                       \
+  "6:\n\t"                                    \
+  "leaq 3b(%%rip), %%rcx\n\t"                 \
+  "movq %%rcx, %%fs:(%[cs])\n\t"              \
+  "1:\n\t"                                    \
+  "movq %%fs:0, %%rcx\n\t"                    \
+  "cmpq %%rcx, %c[mode](%[l])\n\t"            \
+  "jne 5f\n\t"                                \
+  "movq %c[word](%[l]), %[w]\n\t"             \
+  "movq %[w], %[used]\n\t"                    \
+  "subq %c[start](%[l]), %[used]\n\t"
+#define OWNED_CLAIM_EXIT          \
+  "2:\n\t"                        \
+  "movq $0, %%fs:(%[cs])\n\t"     \
+  TENON_RSEQ_ABORT_HANDLER        \
+  "jmp 6b\n\t"                    \
+  "5:\n\t"                        \
+  "clc\n\t"                       \
+  "jmp 2b\n\t"                    \
+  ".popsection\n\t"
+
   // The owner's claim: one restartable sequence checks that this thread
   // still owns the lane and that the word is inside its copy's window,
   // reads the copy, and commits word + 1 with a plain store. The kernel
@@ -619,32 +649,14 @@ class pool_core {
     bool ok;
     std::uint64_t w;
     asm volatile(
-        TENON_RSEQ_DESCRIPTOR
-        "6:\n\t"
-        "leaq 3b(%%rip), %%rcx\n\t"
-        "movq %%rcx, %%fs:(%[cs])\n\t"  // rseq->rseq_cs = &descriptor
-        "1:\n\t"
-        "movq %%fs:0, %%rcx\n\t"        // this thread's id, read here (see this_thread_id)
-        "cmpq %%rcx, %c[mode](%[l])\n\t"
-        "jne 5f\n\t"
-        "movq %c[word](%[l]), %[w]\n\t"
-        "movq %[w], %[used]\n\t"
-        "subq %c[start](%[l]), %[used]\n\t"
+        OWNED_CLAIM_ENTER
         "cmpq %c[len](%[l]), %[used]\n\t"
         "jae 2f\n\t"                    // carry clear: not in the copy's window
         "movq %c[base_](%[l]), %[base]\n\t"
         "movl %c[first_](%[l]), %[first]\n\t"
         "leaq 1(%[w]), %%rcx\n\t"
         "movq %%rcx, %c[word](%[l])\n\t"  // the commit; carry still set from the cmpq
-        "2:\n\t"
-        "movq $0, %%fs:(%[cs])\n\t"     // rseq->rseq_cs = 0 (keeps the flags): the
-                                        // descriptor may be in a library dlclose'd later
-        TENON_RSEQ_ABORT_HANDLER
-        "jmp 6b\n\t"
-        "5:\n\t"
-        "clc\n\t"
-        "jmp 2b\n\t"
-        ".popsection\n\t"
+        OWNED_CLAIM_EXIT
         : "=@ccb"(ok), [w] "=&r"(w), [used] "=&r"(used), [base] "=&r"(base), [first] "=&r"(first)
         : [cs] "r"(rseq_cs_off_), [l] "r"(&l), LANE_FIELD_OFFSETS
         : "rcx", "memory");
@@ -659,17 +671,7 @@ class pool_core {
     bool ok;
     std::uint64_t w;
     asm volatile(
-        TENON_RSEQ_DESCRIPTOR
-        "6:\n\t"
-        "leaq 3b(%%rip), %%rcx\n\t"
-        "movq %%rcx, %%fs:(%[cs])\n\t"  // rseq->rseq_cs = &descriptor
-        "1:\n\t"
-        "movq %%fs:0, %%rcx\n\t"        // this thread's id (see owned_claim)
-        "cmpq %%rcx, %c[mode](%[l])\n\t"
-        "jne 5f\n\t"
-        "movq %c[word](%[l]), %[w]\n\t"
-        "movq %[w], %[used]\n\t"
-        "subq %c[start](%[l]), %[used]\n\t"
+        OWNED_CLAIM_ENTER
         "movq %c[len](%[l]), %%rcx\n\t"
         "subq %[used], %%rcx\n\t"       // free slots of the copy's block
         "jbe 5f\n\t"                    // none, or the word is not in the copy's window
@@ -680,14 +682,7 @@ class pool_core {
         "leaq (%[w],%[n]), %%rcx\n\t"
         "stc\n\t"
         "movq %%rcx, %c[word](%[l])\n\t"  // the commit
-        "2:\n\t"
-        "movq $0, %%fs:(%[cs])\n\t"     // rseq->rseq_cs = 0 (keeps the flags), as in owned_claim
-        TENON_RSEQ_ABORT_HANDLER
-        "jmp 6b\n\t"
-        "5:\n\t"
-        "clc\n\t"
-        "jmp 2b\n\t"
-        ".popsection\n\t"
+        OWNED_CLAIM_EXIT
         : "=@ccb"(ok), [w] "=&r"(w), [used] "=&r"(used), [base] "=&r"(base), [first] "=&r"(first),
           [n] "+&r"(n)
         : [cs] "r"(rseq_cs_off_), [l] "r"(&l), LANE_FIELD_OFFSETS
@@ -735,6 +730,8 @@ class pool_core {
           [lenv] "r"(len), LANE_FIELD_OFFSETS
         : "rcx", "cc", "memory");
   }
+#undef OWNED_CLAIM_ENTER
+#undef OWNED_CLAIM_EXIT
 #undef LANE_FIELD_OFFSETS
 #else
   void refresh_copy(lane&, std::uint64_t) noexcept {}  // nothing reads the copy without rseq

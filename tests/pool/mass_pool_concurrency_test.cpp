@@ -11,19 +11,14 @@
 #include <thread>
 #include <vector>
 
+#include "pool_test_item.hpp"
 #include "pool_test_scale.hpp"
 #include "tenon/mass_pool.hpp"
 
 namespace {
 
-struct Item {
-  std::uint32_t thread;
-  std::uint32_t seq;
-  std::uint64_t check;  // derived from (thread, seq): detects torn or overwritten elements
-};
-std::uint64_t check_of(std::uint32_t t, std::uint32_t s) {
-  return (std::uint64_t{t} << 40) ^ (std::uint64_t{s} * 0x9E3779B97F4A7C15ull);
-}
+using pool_test::check_of;
+using pool_test::Item;
 
 // Runs `threads` threads that each emplace `per_thread` items, released at
 // once; returns every returned index, per thread.
