@@ -1046,7 +1046,8 @@ class mass_pool {
   void emplace_n(std::size_t n, F&& make) {
     static_assert(std::is_nothrow_invocable_v<F&, index_type>,
                   "mass_pool<T>::emplace_n: make(index) must be noexcept (a claimed slot must be filled)");
-    static_assert(std::is_nothrow_constructible_v<T, std::invoke_result_t<F&, index_type>>,
+    using made = std::invoke_result_t<F&, index_type>;  // a T itself is built in the slot: no move
+    static_assert(std::is_same_v<made, T> || std::is_nothrow_constructible_v<T, made>,
                   "mass_pool<T>::emplace_n: T must be constructible from make(index) without throwing");
     while (n != 0) {
       detail::pool_core::claim c;
