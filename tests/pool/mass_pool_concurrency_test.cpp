@@ -18,6 +18,7 @@
 namespace {
 
 using pool_test::check_of;
+using pool_test::expect_intact;
 using pool_test::Item;
 
 // Runs `threads` threads that each emplace `per_thread` items, released at
@@ -44,17 +45,6 @@ std::vector<std::vector<std::uint32_t>> fill(tenon::mass_pool<Item>& pool, unsig
   go.notify_all();
   for (auto& th : ts) th.join();
   return idx;
-}
-
-void expect_intact(const tenon::mass_pool<Item>& pool,
-                   const std::vector<std::vector<std::uint32_t>>& idx) {
-  for (std::uint32_t t = 0; t < idx.size(); ++t)
-    for (std::uint32_t s = 0; s < idx[t].size(); ++s) {
-      const Item& it = pool[idx[t][s]];
-      ASSERT_EQ(it.thread, t);
-      ASSERT_EQ(it.seq, s);
-      ASSERT_EQ(it.check, check_of(t, s));
-    }
 }
 
 std::vector<std::uint32_t> sorted_all(const std::vector<std::vector<std::uint32_t>>& idx) {

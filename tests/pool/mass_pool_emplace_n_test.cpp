@@ -39,15 +39,10 @@ void put_n(tenon::mass_pool<Item>& pool, std::uint32_t t, std::uint32_t first, s
 // Every thread's items are where its indices say, and iteration visits
 // exactly them, once each, in index order.
 void expect_intact(tenon::mass_pool<Item>& pool, const std::vector<std::vector<std::uint32_t>>& idx) {
+  pool_test::expect_intact(pool, idx);
+  if (::testing::Test::HasFatalFailure()) return;
   std::vector<std::uint32_t> all;
-  for (std::uint32_t t = 0; t < idx.size(); ++t)
-    for (std::uint32_t s = 0; s < idx[t].size(); ++s) {
-      const Item& it = pool[idx[t][s]];
-      ASSERT_EQ(it.thread, t);
-      ASSERT_EQ(it.seq, s);
-      ASSERT_EQ(it.check, check_of(t, s));
-      all.push_back(idx[t][s]);
-    }
+  for (auto& v : idx) all.insert(all.end(), v.begin(), v.end());
   std::sort(all.begin(), all.end());
   ASSERT_TRUE(std::adjacent_find(all.begin(), all.end()) == all.end()) << "an index handed out twice";
   ASSERT_EQ(pool.size(), all.size());
