@@ -7,6 +7,8 @@
 //   mass_pool     tenon::mass_pool<E>, released with one clear (O(blocks))
 //   mass_pool_dense  tenon::mass_pool<E>(tenon::dense_indices): indices
 //                 exactly 0 .. n-1, one shared fetch_add per element
+//   mass_pool_n   mass_pool filled with emplace_n (each thread claims up to
+//                 64 slots of its lane at once, then fills them)
 //   mass_pool_keep   mass_pool released with clear(tenon::keep_memory): the
 //                 blocks stay mapped for the next fill, as malloc keeps freed
 //                 memory in its arenas
@@ -144,7 +146,7 @@ double current_rss_mib() {
 }
 
 template <std::size_t S>
-Result bench_pool(std::uint64_t n, unsigned threads, bool dense, bool keep, bool sort) {
+Result bench_pool(std::uint64_t n, unsigned threads, bool dense, bool keep, bool batch, bool sort) {
   using E = Elem<S>;
   auto pool = dense ? std::make_unique<tenon::mass_pool<E>>(tenon::dense_indices)
                     : std::make_unique<tenon::mass_pool<E>>();
@@ -153,7 +155,16 @@ Result bench_pool(std::uint64_t n, unsigned threads, bool dense, bool keep, bool
         threads,
         [&](unsigned t) {
           std::uint64_t prev = TENON_POOL_NO_INDEX;
-          for (std::uint64_t i = share(n, threads, t); i > 0; --i) prev = pool->emplace(prev, i).index;
+          std::uint64_t i = share(n, threads, t);
+          if (batch) {
+            pool->emplace_n(i, [&](std::uint32_t index) noexcept {
+              const std::uint64_t link = prev;
+              prev = index;
+              return E(link, i--);
+            });
+            return;
+          }
+          for (; i > 0; --i) prev = pool->emplace(prev, i).index;
         },
         cpu_s);
   };
@@ -290,8 +301,9 @@ Result bench_new(std::uint64_t n, unsigned threads, bool sort) {
 Result run_variant(const std::string& v, std::size_t size, std::uint64_t n, unsigned threads, bool sort) {
   const bool s16 = size == 16;
   if (v.rfind("mass_pool", 0) == 0) {
-    const bool dense = v == "mass_pool_dense", keep = v == "mass_pool_keep";
-    return s16 ? bench_pool<16>(n, threads, dense, keep, sort) : bench_pool<64>(n, threads, dense, keep, sort);
+    const bool dense = v == "mass_pool_dense", keep = v == "mass_pool_keep", batch = v == "mass_pool_n";
+    return s16 ? bench_pool<16>(n, threads, dense, keep, batch, sort)
+               : bench_pool<64>(n, threads, dense, keep, batch, sort);
   }
   if (v == "atomic_slots" || v == "writes_only") {
     const bool shared = v == "atomic_slots";
@@ -427,7 +439,7 @@ bool wanted(const Config& c, const char* variant) {
 }
 
 const char* const kVariants[] = {"new_glibc", "new_tenon", "atomic_slots", "writes_only", "mass_pool",
-                                 "mass_pool_dense", "mass_pool_keep"};
+                                 "mass_pool_n", "mass_pool_dense", "mass_pool_keep"};
 constexpr std::size_t kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
 
 bool run_config(const Config& c, const std::string& tenon_so, bool have_tenon, bool warm) {

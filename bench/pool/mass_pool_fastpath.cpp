@@ -7,6 +7,7 @@
 //       owned: the owner's restartable-sequence path, which valgrind cannot
 //       restart (the test hook that allows it is safe here: one thread);
 //       dense: a tenon::dense_indices pool.
+// A third argument `batch` fills with emplace_n (the same sum of indices).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -26,9 +27,17 @@ int main(int argc, char** argv) {
   const bool dense = std::strcmp(mode, "dense") == 0;
   if (std::strcmp(mode, "owned") == 0) tenon::detail::pool_own_without_rseq_for_testing.store(true);
   auto* pool = dense ? new tenon::mass_pool<Elem>(tenon::dense_indices) : new tenon::mass_pool<Elem>();
+  const bool batch = argc > 3 && std::strcmp(argv[3], "batch") == 0;
   std::uint64_t sum = 0;  // uses every index, so the loop is not optimised away
-  for (long i = 0; i < n; ++i) sum += pool->emplace(Elem{std::uint64_t(i), 1}).index;
-  std::printf("OK mass_pool_fastpath n=%ld%s%s size=%zu sum=%llu\n", n, *mode ? " " : "", mode, pool->size(),
+  if (batch)
+    pool->emplace_n(std::size_t(n), [&sum](std::uint32_t index) noexcept {
+      sum += index;
+      return Elem{index, 1};
+    });
+  else
+    for (long i = 0; i < n; ++i) sum += pool->emplace(Elem{std::uint64_t(i), 1}).index;
+  std::printf("OK mass_pool_fastpath n=%ld%s%s%s size=%zu sum=%llu\n", n, *mode ? " " : "", mode,
+              batch ? " batch" : "", pool->size(),
               static_cast<unsigned long long>(sum));
   delete pool;
   return 0;

@@ -72,7 +72,7 @@ def handfused_instr(build_dir, smoke, timeout=120):
 # table never ran (docs/bench.md).
 POOL_RUNS = [
     ["--elements", "8M", "--sizes", "16", "--sort"],
-    ["--elements", "80M", "--sizes", "16,64", "--variants", "new_glibc,new_tenon,writes_only,mass_pool"],
+    ["--elements", "80M", "--sizes", "16,64", "--variants", "new_glibc,new_tenon,writes_only,mass_pool,mass_pool_n"],
 ]
 
 

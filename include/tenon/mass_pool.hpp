@@ -269,16 +269,37 @@ class pool_core {
       return {base + used * (Stride ? Stride : stride_), first | std::uint32_t(used), ok};
     }
 #endif
-    // A shared lane (no rseq here, or the lane was taken from its owner):
-    // a load and a CAS on it.
-    lane& s = lanes_[this_thread_lane_seed() & (kLanes - 1)];
-    if (__builtin_expect(s.mode.load(std::memory_order_acquire) == kShared, 1)) {
-      std::uint64_t sw = s.word.load(std::memory_order_relaxed);
-      while (has_room(sw))
-        if (s.word.compare_exchange_weak(sw, sw + 1, std::memory_order_acquire, std::memory_order_relaxed))
-          return slot_of(sw);
-    }
+    claim c;
+    if (__builtin_expect(claim_shared(1, c) != 0, 1)) return c;
     return acquire_slow();
+  }
+
+  // Up to `want` (>= 1) consecutive slots of one block at once, for
+  // mass_pool::emplace_n: the first one's address and index go to c, their
+  // number is returned; 0, with c.status saying why, when not even one slot
+  // can be had. One claim (the owner's restartable sequence, or one CAS on a
+  // shared lane) for the whole run, so a batch costs what one emplace costs.
+  // A batch stops at the end of the lane's block; the refill that follows
+  // (and a thread's first claim, and every claim of a dense pool) gives one
+  // slot, as acquire() does.
+  template <std::size_t Stride = 0>
+  __attribute__((always_inline)) std::uint32_t acquire_n(std::uint32_t want, claim& c) noexcept {
+    if (!dense_) {
+#if TENON_POOL_RSEQ
+      lane& l = lanes_[(tl_pool_lane_plus1 - 1) & (kLanes - 1)];
+      std::uint64_t used, n = want;
+      char* base;
+      std::uint32_t first;
+      if (__builtin_expect(owned_claim_n(l, n, used, base, first), 1)) {
+        if (base == nullptr) __builtin_unreachable();  // as in acquire()
+        c = {base + used * (Stride ? Stride : stride_), first | std::uint32_t(used), ok};
+        return std::uint32_t(n);
+      }
+#endif
+      if (const std::uint32_t n = claim_shared(want, c)) return n;
+    }
+    c = dense_ ? acquire_dense() : acquire_slow();
+    return c.slot ? 1 : 0;
   }
 
   void* at(std::uint32_t index) const noexcept {
@@ -418,6 +439,30 @@ class pool_core {
     const std::uint32_t used = std::uint32_t(w);
     const std::uint64_t first = ((w >> 32) - 1) << shift_;
     return used < block_elems_ && first + used < limit_;
+  }
+
+  // Free slots of word w's block (has_room(w) must hold).
+  std::uint64_t room(std::uint64_t w) const noexcept {
+    const std::uint32_t k = std::uint32_t(w >> 32) - 1;
+    return block_end(k) - std::uint32_t(w);
+  }
+
+  // A shared lane (no rseq here, or the lane was taken from its owner): a
+  // load and one CAS for up to `want` slots of its block. 0 when the lane is
+  // not shared or its block is used up (the caller takes the slow path).
+  // Inlined, so that acquire()'s want of 1 computes no room.
+  __attribute__((always_inline)) std::uint32_t claim_shared(std::uint32_t want, claim& c) noexcept {
+    lane& s = lanes_[this_thread_lane_seed() & (kLanes - 1)];
+    if (__builtin_expect(s.mode.load(std::memory_order_acquire) != kShared, 0)) return 0;
+    std::uint64_t sw = s.word.load(std::memory_order_relaxed);
+    while (has_room(sw)) {
+      const std::uint64_t n = want == 1 ? 1 : std::min<std::uint64_t>(want, room(sw));
+      if (s.word.compare_exchange_weak(sw, sw + n, std::memory_order_acquire, std::memory_order_relaxed)) {
+        c = slot_of(sw);
+        return std::uint32_t(n);
+      }
+    }
+    return 0;
   }
 
   // The two writes by which size() can tell that a block was taken (the
@@ -561,6 +606,36 @@ class pool_core {
   [word] "i"(offsetof(lane, word)), [mode] "i"(offsetof(lane, mode)), [start] "i"(offsetof(lane, start)), \
       [len] "i"(offsetof(lane, len)), [base_] "i"(offsetof(lane, base)), [first_] "i"(offsetof(lane, first))
 
+  // The start and the end of the owner's claims (owned_claim, owned_claim_n).
+  // Enter: set this thread's rseq descriptor pointer, check that this thread
+  // (its id read here, see this_thread_id) owns the lane (else to 5, which
+  // fails with the carry clear), read the word into w and its slot number in
+  // the copy's window into used (huge when the word is below the window).
+  // Exit: label 2, reached with the carry set by a commit; the descriptor
+  // pointer is cleared (a mov, which keeps the flags) because the descriptor
+  // may be in a library dlclose'd later.
+#define OWNED_CLAIM_ENTER                     \
+  TENON_RSEQ_DESCRIPTOR                       \
+  "6:\n\t"                                    \
+  "leaq 3b(%%rip), %%rcx\n\t"                 \
+  "movq %%rcx, %%fs:(%[cs])\n\t"              \
+  "1:\n\t"                                    \
+  "movq %%fs:0, %%rcx\n\t"                    \
+  "cmpq %%rcx, %c[mode](%[l])\n\t"            \
+  "jne 5f\n\t"                                \
+  "movq %c[word](%[l]), %[w]\n\t"             \
+  "movq %[w], %[used]\n\t"                    \
+  "subq %c[start](%[l]), %[used]\n\t"
+#define OWNED_CLAIM_EXIT          \
+  "2:\n\t"                        \
+  "movq $0, %%fs:(%[cs])\n\t"     \
+  TENON_RSEQ_ABORT_HANDLER        \
+  "jmp 6b\n\t"                    \
+  "5:\n\t"                        \
+  "clc\n\t"                       \
+  "jmp 2b\n\t"                    \
+  ".popsection\n\t"
+
   // The owner's claim: one restartable sequence checks that this thread
   // still owns the lane and that the word is inside its copy's window,
   // reads the copy, and commits word + 1 with a plain store. The kernel
@@ -574,33 +649,42 @@ class pool_core {
     bool ok;
     std::uint64_t w;
     asm volatile(
-        TENON_RSEQ_DESCRIPTOR
-        "6:\n\t"
-        "leaq 3b(%%rip), %%rcx\n\t"
-        "movq %%rcx, %%fs:(%[cs])\n\t"  // rseq->rseq_cs = &descriptor
-        "1:\n\t"
-        "movq %%fs:0, %%rcx\n\t"        // this thread's id, read here (see this_thread_id)
-        "cmpq %%rcx, %c[mode](%[l])\n\t"
-        "jne 5f\n\t"
-        "movq %c[word](%[l]), %[w]\n\t"
-        "movq %[w], %[used]\n\t"
-        "subq %c[start](%[l]), %[used]\n\t"
+        OWNED_CLAIM_ENTER
         "cmpq %c[len](%[l]), %[used]\n\t"
         "jae 2f\n\t"                    // carry clear: not in the copy's window
         "movq %c[base_](%[l]), %[base]\n\t"
         "movl %c[first_](%[l]), %[first]\n\t"
         "leaq 1(%[w]), %%rcx\n\t"
         "movq %%rcx, %c[word](%[l])\n\t"  // the commit; carry still set from the cmpq
-        "2:\n\t"
-        "movq $0, %%fs:(%[cs])\n\t"     // rseq->rseq_cs = 0 (keeps the flags): the
-                                        // descriptor may be in a library dlclose'd later
-        TENON_RSEQ_ABORT_HANDLER
-        "jmp 6b\n\t"
-        "5:\n\t"
-        "clc\n\t"
-        "jmp 2b\n\t"
-        ".popsection\n\t"
+        OWNED_CLAIM_EXIT
         : "=@ccb"(ok), [w] "=&r"(w), [used] "=&r"(used), [base] "=&r"(base), [first] "=&r"(first)
+        : [cs] "r"(rseq_cs_off_), [l] "r"(&l), LANE_FIELD_OFFSETS
+        : "rcx", "memory");
+    return ok;
+  }
+
+  // owned_claim for up to n slots at once (n >= 1): the same checks, then n
+  // becomes min(n, free slots of the copy's block) and the commit stores
+  // word + n. The carry is set before the commit (stc; the lea and the store
+  // keep it), since nothing may follow the commit inside the sequence.
+  bool owned_claim_n(lane& l, std::uint64_t& n, std::uint64_t& used, char*& base, std::uint32_t& first) const noexcept {
+    bool ok;
+    std::uint64_t w;
+    asm volatile(
+        OWNED_CLAIM_ENTER
+        "movq %c[len](%[l]), %%rcx\n\t"
+        "subq %[used], %%rcx\n\t"       // free slots of the copy's block
+        "jbe 5f\n\t"                    // none, or the word is not in the copy's window
+        "cmpq %%rcx, %[n]\n\t"
+        "cmovaq %%rcx, %[n]\n\t"        // n = min(n, free slots)
+        "movq %c[base_](%[l]), %[base]\n\t"
+        "movl %c[first_](%[l]), %[first]\n\t"
+        "leaq (%[w],%[n]), %%rcx\n\t"
+        "stc\n\t"
+        "movq %%rcx, %c[word](%[l])\n\t"  // the commit
+        OWNED_CLAIM_EXIT
+        : "=@ccb"(ok), [w] "=&r"(w), [used] "=&r"(used), [base] "=&r"(base), [first] "=&r"(first),
+          [n] "+&r"(n)
         : [cs] "r"(rseq_cs_off_), [l] "r"(&l), LANE_FIELD_OFFSETS
         : "rcx", "memory");
     return ok;
@@ -646,6 +730,8 @@ class pool_core {
           [lenv] "r"(len), LANE_FIELD_OFFSETS
         : "rcx", "cc", "memory");
   }
+#undef OWNED_CLAIM_ENTER
+#undef OWNED_CLAIM_EXIT
 #undef LANE_FIELD_OFFSETS
 #else
   void refresh_copy(lane&, std::uint64_t) noexcept {}  // nothing reads the copy without rseq
@@ -946,6 +1032,37 @@ class mass_pool {
     int status = 0;
     return construct(status, std::forward<Args>(args)...);
   }
+
+  // Constructs n elements, the k-th from make(index) where index is the
+  // element's own index (T(make(index)); a make that returns a T constructs
+  // it in the slot, by guaranteed copy elision). The thread claims up to
+  // kBatch slots of its lane at once and fills them, so a batch costs one
+  // claim (see docs/mass_pool.md, "Filling in batches"). make must not throw,
+  // nor T's construction from what it returns: a claimed slot is always
+  // filled. Lock-free; any thread; make may emplace into the pool itself.
+  // Throws (or aborts) as emplace does when the limit or the OS stops it;
+  // the elements made before that stay in the pool.
+  template <class F>
+  void emplace_n(std::size_t n, F&& make) {
+    static_assert(std::is_nothrow_invocable_v<F&, index_type>,
+                  "mass_pool<T>::emplace_n: make(index) must be noexcept (a claimed slot must be filled)");
+    using made = std::invoke_result_t<F&, index_type>;  // a T itself is built in the slot: no move
+    static_assert(std::is_same_v<made, T> || std::is_nothrow_constructible_v<T, made>,
+                  "mass_pool<T>::emplace_n: T must be constructible from make(index) without throwing");
+    while (n != 0) {
+      detail::pool_core::claim c;
+      const std::uint32_t got = core_.acquire_n<sizeof(T)>(std::uint32_t(std::min<std::size_t>(n, kBatch)), c);
+      if (got == 0) fail(c.status);
+      T* slot = static_cast<T*>(c.slot);
+      for (std::uint32_t k = 0; k < got; ++k) ::new (slot + k) T(make(index_type(c.index + k)));
+      n -= got;
+    }
+  }
+  // The most slots emplace_n claims at once: an emplace_n that never
+  // finishes (its thread frozen, or cut off by fork) leaves at most this
+  // many claimed slots, one of them possibly half made, that size(),
+  // iteration and clear() count although no T was made in them.
+  static constexpr std::uint32_t kBatch = 64;
 
   T& operator[](index_type i) noexcept { return *std::launder(static_cast<T*>(core_.at(i))); }
   const T& operator[](index_type i) const noexcept {

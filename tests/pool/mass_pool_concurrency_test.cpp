@@ -11,19 +11,15 @@
 #include <thread>
 #include <vector>
 
+#include "pool_test_item.hpp"
 #include "pool_test_scale.hpp"
 #include "tenon/mass_pool.hpp"
 
 namespace {
 
-struct Item {
-  std::uint32_t thread;
-  std::uint32_t seq;
-  std::uint64_t check;  // derived from (thread, seq): detects torn or overwritten elements
-};
-std::uint64_t check_of(std::uint32_t t, std::uint32_t s) {
-  return (std::uint64_t{t} << 40) ^ (std::uint64_t{s} * 0x9E3779B97F4A7C15ull);
-}
+using pool_test::check_of;
+using pool_test::expect_intact;
+using pool_test::Item;
 
 // Runs `threads` threads that each emplace `per_thread` items, released at
 // once; returns every returned index, per thread.
@@ -49,17 +45,6 @@ std::vector<std::vector<std::uint32_t>> fill(tenon::mass_pool<Item>& pool, unsig
   go.notify_all();
   for (auto& th : ts) th.join();
   return idx;
-}
-
-void expect_intact(const tenon::mass_pool<Item>& pool,
-                   const std::vector<std::vector<std::uint32_t>>& idx) {
-  for (std::uint32_t t = 0; t < idx.size(); ++t)
-    for (std::uint32_t s = 0; s < idx[t].size(); ++s) {
-      const Item& it = pool[idx[t][s]];
-      ASSERT_EQ(it.thread, t);
-      ASSERT_EQ(it.seq, s);
-      ASSERT_EQ(it.check, check_of(t, s));
-    }
 }
 
 std::vector<std::uint32_t> sorted_all(const std::vector<std::vector<std::uint32_t>>& idx) {
