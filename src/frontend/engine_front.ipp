@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "tenon/common/checks.h"
+#include "tenon/common/inject.h"
 #include "tenon/frontend/engine_front.h"
 #include "tenon/frontend/foreign.h"
 #include "tenon/frontend/large_owner.h"
@@ -185,6 +186,10 @@ void engine_front<E>::free_not_owned(span* s, void* p) noexcept {
     return;
   }
   if (__builtin_expect(!front_detail::is_small_block(s, p), 0)) return front_detail::report_not_small_block(s, p);
+  // Between the block-start test and the reads of the span's owner and the
+  // block's free key (free_remote): a stale pointer's span may be emptied,
+  // released, purged and formed again here (tests/progress/stale_free_test.cpp).
+  TENON_INJECT_POINT("remote.tested");
   // A block of a cached class may stay in this thread's cache (cache.ipp,
   // free_cached_remote): a tail call, the other classes' path unchanged.
   if (kBlockCache.slot[s->cls] != block_cache_detail::kNone)
