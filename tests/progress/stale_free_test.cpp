@@ -39,16 +39,22 @@
 
 namespace {
 
-std::atomic<bool> g_held{false};
-std::atomic<bool> g_go{false};
-thread_local bool t_hold = false;
+// The stale freeing thread is held at up to two points in turn: holds[i]
+// until go >= i + 1 (held counts the holds reached).
+std::atomic<int> g_held{0};
+std::atomic<int> g_go{0};
+thread_local const char* t_holds[2] = {nullptr, nullptr};
+thread_local int t_next = 0;
 
-// Holds the thread that set t_hold at its first remote.tested until g_go.
 void hold_hook(const char* point) {
-  if (!t_hold || std::strcmp(point, "remote.tested") != 0) return;
-  t_hold = false;
-  g_held.store(true, std::memory_order_release);
-  while (!g_go.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (t_next >= 2 || !t_holds[t_next] || std::strcmp(point, t_holds[t_next]) != 0) return;
+  int i = t_next++;
+  g_held.store(i + 1, std::memory_order_release);
+  while (g_go.load(std::memory_order_acquire) <= i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+void wait_held(int n) {
+  while (g_held.load(std::memory_order_acquire) < n) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 constexpr std::uintptr_t kSlice = 64 * 1024;
@@ -58,9 +64,26 @@ constexpr std::uintptr_t kOffset = 51200;  // block 200 of 256 B, 640 of 80 B: n
 
 std::uintptr_t slice_of(const void* p) { return reinterpret_cast<std::uintptr_t>(p) / kSlice; }
 
+// Which way the stale block reaches the span formed again: through the
+// owner's inbox (the freer read the new owner), or onto the span's remote
+// list (the freer read no owner, the span released, and pushed after the
+// span was formed again: held at remote.push too).
+enum class route { inbox, remote_list };
+
+// Allocates blocks of the new size until one lies in `slice` (a span formed
+// there), or exits 3.
+void form_on(std::uintptr_t slice, std::vector<char*>& fresh) {
+  for (int i = 0; i < 4000 && (fresh.empty() || slice_of(fresh.back()) != slice); ++i)
+    fresh.push_back(static_cast<char*>(tenon_malloc(kNew)));
+  if (slice_of(fresh.back()) != slice) {
+    std::fprintf(stderr, "setup: no span of 80-byte blocks formed on p's slice\n");
+    _exit(3);
+  }
+}
+
 // The interleaving, in the child. Exit 3: the setup missed (the new span
 // is not on p's slice); exit 0 after "twice" on stderr: p handed out twice.
-[[noreturn]] void run_interleaving() {
+[[noreturn]] void run_interleaving(route way) {
   alarm(30);
   tenon_inject_set_hook(hold_hook);
   // A full span of 256-byte blocks (on the full list once the next starts).
@@ -84,26 +107,27 @@ std::uintptr_t slice_of(const void* p) { return reinterpret_cast<std::uintptr_t>
     _exit(3);
   }
   tenon_free(p);  // the program's free of p, by its owner
-  std::thread stale([p] {
-    t_hold = true;
+  std::thread stale([p, way] {
+    t_holds[0] = "remote.tested";
+    if (way == route::remote_list) t_holds[1] = "remote.push";
     tenon_free(p);  // freed again: held after the block-start test
   });
-  while (!g_held.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  wait_held(1);
   // The span empties (its slices go back to the arena), and is purged.
   for (void* b : old_blocks)
     if (slice_of(b) == slice && b != p) tenon_free(b);
   tenon_malloc_trim(0);
-  // The owner forms a span of 80-byte blocks on the same slice.
   std::vector<char*> fresh;
-  for (int i = 0; i < 4000 && (fresh.empty() || slice_of(fresh.back()) != slice); ++i)
-    fresh.push_back(static_cast<char*>(tenon_malloc(kNew)));
-  if (slice_of(fresh.back()) != slice) {
-    std::fprintf(stderr, "setup: no span of 80-byte blocks formed on p's slice\n");
-    _exit(3);
+  if (way == route::remote_list) {
+    g_go.store(1, std::memory_order_release);  // reads no owner: to the span's list
+    wait_held(2);
   }
-  g_go.store(true, std::memory_order_release);
+  // The owner forms a span of 80-byte blocks on the same slice.
+  form_on(slice, fresh);
+  g_go.store(2, std::memory_order_release);
   stale.join();  // its batch for our heap delivered at its exit
-  // Allocate the new span out: its inbox sort takes p, then its carve.
+  // Allocate the new span out: its inbox sort or its collect takes p, then
+  // its carve.
   for (int i = 0; i < 1000; ++i) fresh.push_back(static_cast<char*>(tenon_malloc(kNew)));
   std::vector<char*> sorted(fresh);
   std::sort(sorted.begin(), sorted.end());
@@ -116,9 +140,8 @@ std::uintptr_t slice_of(const void* p) { return reinterpret_cast<std::uintptr_t>
   _exit(0);
 }
 
-}  // namespace
-
-TEST(StaleFree, RemoteFreeHeldWhileItsSpanIsFormedAgainIsReported) {
+// Runs the interleaving in a child; expects tenon's report (SIGABRT).
+void expect_reported(route way) {
   int pipe_fd[2];
   ASSERT_EQ(pipe(pipe_fd), 0);
   std::fflush(nullptr);
@@ -127,7 +150,7 @@ TEST(StaleFree, RemoteFreeHeldWhileItsSpanIsFormedAgainIsReported) {
   if (pid == 0) {
     dup2(pipe_fd[1], 2);
     close(pipe_fd[0]);
-    run_interleaving();
+    run_interleaving(way);
   }
   close(pipe_fd[1]);
   std::string err;
@@ -139,4 +162,14 @@ TEST(StaleFree, RemoteFreeHeldWhileItsSpanIsFormedAgainIsReported) {
   if (WIFEXITED(status) && WEXITSTATUS(status) == 3) GTEST_SKIP() << err;
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT) << "stderr: " << err;
   EXPECT_NE(err.find("tenon: free("), std::string::npos) << "stderr: " << err;
+  std::printf("NOTE %s", err.c_str());
 }
+
+}  // namespace
+
+TEST(StaleFree, RemoteFreeHeldWhileItsSpanIsFormedAgainIsReported) { expect_reported(route::inbox); }
+
+// The same stale free, held again before its push onto the span's remote
+// list (it read no owner: the span was released) while the span is formed
+// again: the owner's collect takes it (merge_free).
+TEST(StaleFree, RemoteFreeOntoTheListOfTheSpanFormedAgainIsReported) { expect_reported(route::remote_list); }
