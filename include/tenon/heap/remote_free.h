@@ -57,10 +57,14 @@ __attribute__((always_inline)) inline void thread_heaps<C>::free_remote(heap_t* 
   // A block holding the free key is free already (free_key.h): reported in
   // free_remote_slow. Read once for the test and the store (join_batch).
   std::uint64_t key = free_key();
-  if (__builtin_expect(ob.dest != dest || second_word(b) == key, 0)) {
+  if (__builtin_expect(ob.dest != dest || second_word_ordered(b) == key, 0)) {
     free_remote_slow(h, s, b);
     return;
   }
+  // The block-start test against the carved bound, after the second word's
+  // read: a stale pointer's old bound, read before, admitted it into the
+  // span formed again on its slices (span::forget_carved).
+  if (__builtin_expect(!s->starts_carved_block_any_thread(b), 0)) return report_not_carved_remote(s, b);
   TENON_CHECK(dest != h && dest != nullptr && ob.count > 0);
   join_batch(h, ob, s, b, key);
 }
