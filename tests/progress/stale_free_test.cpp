@@ -60,23 +60,27 @@ void wait_held(int n) {
 constexpr std::uintptr_t kSlice = 64 * 1024;
 constexpr std::size_t kOld = 256;  // one slice: 256 blocks, no block cache
 constexpr std::size_t kNew = 80;   // one slice: 819 blocks, no block cache
-constexpr std::uintptr_t kOffset = 51200;  // block 200 of 256 B, 640 of 80 B: not carved by the first page's carve
+constexpr std::size_t kNewCached = 1024;  // one slice: 64 blocks, a block cache
+constexpr std::uintptr_t kOffset = 51200;  // block 200 of 256 B, 640 of 80 B, 50 of 1 KiB: not carved by a first carve
 
 std::uintptr_t slice_of(const void* p) { return reinterpret_cast<std::uintptr_t>(p) / kSlice; }
 
 // Which way the stale block reaches the span formed again: through the
-// owner's inbox (the freer read the new owner), or onto the span's remote
+// owner's inbox (the freer read the new owner), onto the span's remote
 // list (the freer read no owner, the span released, and pushed after the
-// span was formed again: held at remote.push too).
-enum class route { inbox, remote_list };
+// span was formed again: held at remote.push too), or into the freeing
+// thread's own block cache (the span formed again of a cached class, 1 KiB,
+// which that thread allocates too: thread_heaps::free_cached_remote), from
+// which its next malloc of the class hands it out.
+enum class route { inbox, remote_list, own_cache };
 
-// Allocates blocks of the new size until one lies in `slice` (a span formed
+// Allocates blocks of n bytes until one lies in `slice` (a span formed
 // there), or exits 3.
-void form_on(std::uintptr_t slice, std::vector<char*>& fresh) {
+void form_on(std::uintptr_t slice, std::size_t n, std::vector<char*>& fresh) {
   for (int i = 0; i < 4000 && (fresh.empty() || slice_of(fresh.back()) != slice); ++i)
-    fresh.push_back(static_cast<char*>(tenon_malloc(kNew)));
+    fresh.push_back(static_cast<char*>(tenon_malloc(n)));
   if (slice_of(fresh.back()) != slice) {
-    std::fprintf(stderr, "setup: no span of 80-byte blocks formed on p's slice\n");
+    std::fprintf(stderr, "setup: no span of %zu-byte blocks formed on p's slice\n", n);
     _exit(3);
   }
 }
@@ -107,10 +111,16 @@ void form_on(std::uintptr_t slice, std::vector<char*>& fresh) {
     _exit(3);
   }
   tenon_free(p);  // the program's free of p, by its owner
-  std::thread stale([p, way] {
+  std::size_t n_new = way == route::own_cache ? kNewCached : kNew;
+  std::atomic<char*> kept{nullptr};  // own_cache: the freeing thread's next block of n_new
+  std::thread stale([p, way, n_new, &kept] {
+    // own_cache: this thread allocates the class (its cache's front is its
+    // current), so it keeps a block of another heap's span that it frees.
+    void* mine = way == route::own_cache ? tenon_malloc(n_new) : nullptr;
     t_holds[0] = "remote.tested";
     if (way == route::remote_list) t_holds[1] = "remote.push";
     tenon_free(p);  // freed again: held after the block-start test
+    if (mine) kept.store(static_cast<char*>(tenon_malloc(n_new)));
   });
   wait_held(1);
   // The span empties (its slices go back to the arena), and is purged.
@@ -122,17 +132,18 @@ void form_on(std::uintptr_t slice, std::vector<char*>& fresh) {
     g_go.store(1, std::memory_order_release);  // reads no owner: to the span's list
     wait_held(2);
   }
-  // The owner forms a span of 80-byte blocks on the same slice.
-  form_on(slice, fresh);
+  // The owner forms a span of 80-byte (1 KiB) blocks on the same slice.
+  form_on(slice, n_new, fresh);
   g_go.store(2, std::memory_order_release);
   stale.join();  // its batch for our heap delivered at its exit
   // Allocate the new span out: its inbox sort or its collect takes p, then
   // its carve.
-  for (int i = 0; i < 1000; ++i) fresh.push_back(static_cast<char*>(tenon_malloc(kNew)));
+  for (int i = 0; i < 1000; ++i) fresh.push_back(static_cast<char*>(tenon_malloc(n_new)));
+  if (char* k = kept.load()) fresh.push_back(k);
   std::vector<char*> sorted(fresh);
   std::sort(sorted.begin(), sorted.end());
   for (std::size_t i = 1; i < sorted.size(); ++i)
-    if (sorted[i] == sorted[i - 1] || sorted[i] < sorted[i - 1] + kNew) {
+    if (sorted[i] == sorted[i - 1] || sorted[i] < sorted[i - 1] + n_new) {
       std::fprintf(stderr, "%p handed out twice (p %p)\n", static_cast<void*>(sorted[i]), static_cast<void*>(p));
       _exit(0);
     }
@@ -173,3 +184,8 @@ TEST(StaleFree, RemoteFreeHeldWhileItsSpanIsFormedAgainIsReported) { expect_repo
 // list (it read no owner: the span was released) while the span is formed
 // again: the owner's collect takes it (merge_free).
 TEST(StaleFree, RemoteFreeOntoTheListOfTheSpanFormedAgainIsReported) { expect_reported(route::remote_list); }
+
+// The span formed again of a cached class that the freeing thread also
+// allocates: kept in that thread's cache, p was its next malloc's answer,
+// and its owner's carve handed it out again.
+TEST(StaleFree, RemoteFreeKeptInTheFreeingThreadsCacheIsReported) { expect_reported(route::own_cache); }
