@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "tenon/common/checks.h"
+#include "tenon/common/inject.h"
 #include "tenon/frontend/engine_front.h"
 #include "tenon/frontend/foreign.h"
 #include "tenon/frontend/large_owner.h"
@@ -50,32 +51,39 @@ void clear_reused(void* p, std::size_t n) {
 // A pointer freed into small span s, by a thread that does not own it, must
 // be the start of one of the blocks the owner carved, in a slice that is
 // taken: else it ends the program. (The owner's own frees check the same on
-// the fast path: heap.h.) Reads only what is fixed while the span lives,
-// the chunk's atomic slice bits and the span's carved bound, with a relaxed
-// load, as the per-CPU free does (percpu_cache.hpp): the owner raises it
-// before it hands out a block of the carve, and a freer of a live block got
-// it after that (the program's hand-off), so it sees at least that bound;
-// it is never lowered while a block of the span is out. Every block that
-// reaches an owner's inbox or a span's remote list has passed it, so the
-// owner's sort makes no test of its own (remote.ipp, sort_inbox_chain). Until
-// 2026-11-29 (branch `remote`) this bounded the block by the span's
+// the fast path: heap.h.) Here the slice's bit; the block-start test
+// against the span's carved bound where the block's second word has been
+// read (thread_heaps::free_remote, free_remote_slow, free_cached_remote):
+// the bound read relaxed, as the per-CPU free does (percpu_cache.hpp): the
+// owner raises it before it hands out a block of the carve, and a freer of
+// a live block got it after that (the program's hand-off), so it sees at
+// least that bound; it is never lowered while a block of the span is out,
+// and set to 0 as the span is released (span::forget_carved), which a
+// stale pointer's free, its second word read first, sees. Every block
+// that reaches an owner's inbox or a span's remote list has passed it, so
+// the owner's sort makes no test of its own (remote.ipp, sort_inbox_chain).
+// Until 2026-11-29 (branch `remote`) this bounded the block by the span's
 // capacity, and the owner's sort made the carved test again, a multiply a
 // block on each side; a slot never carved was reported only where the owner
-// sorted it, and missed when the span had no owner.
+// sorted it, and missed when the span had no owner. From then until branch
+// `stale` (the same day) the bound was read here, before the second word:
+// a stale pointer's free that read it before its span's release, and the
+// rest after the span was formed again, sent a slot not carved yet to the
+// new span, which handed it out twice (tests/progress/stale_free_test.cpp).
 // The test, and its report apart: cold, tail-called and noipa (see
 // report_keyed in heap.h), so that the remote free, inline in
 // free_not_owned, sets up no stack frame for a call that never returns.
 // The fast test leaves out two of in_taken_slice's: a slice no span has
 // used names g_no_span, and the header's slice (0) is never a span's, so
-// it names g_no_span too (arena/take.ipp), whose carved bound is 0: its
-// block-start test admits no pointer. The report tells them apart.
+// it names g_no_span too (arena/take.ipp), whose carved bound is 0: the
+// block-start test after it admits no pointer.
 inline bool in_taken_slice(const span* s, const void* p) {
   std::uint64_t bit = std::uint64_t{1} << lookup::slice_of(p);
   return s != &g_no_span && lookup::slice_of(p) != 0 && (chunk_of(p)->used.load(std::memory_order_relaxed) & bit) != 0;
 }
-inline bool is_small_block(const span* s, const void* p) {
+inline bool in_used_slice(const void* p) {
   std::uint64_t bit = std::uint64_t{1} << lookup::slice_of(p);
-  return (chunk_of(p)->used.load(std::memory_order_relaxed) & bit) != 0 && s->starts_carved_block_any_thread(p);
+  return (chunk_of(p)->used.load(std::memory_order_relaxed) & bit) != 0;
 }
 [[gnu::cold, gnu::noipa]] inline void report_not_small_block(const span* s, const void* p) {
   if (!in_taken_slice(s, p))
@@ -84,9 +92,10 @@ inline bool is_small_block(const span* s, const void* p) {
 }
 
 // realloc of p in small span s must name a live block: a block start that
-// the owner carved (another thread reads the carved bound relaxed, as its
-// free does: is_small_block above) and that does not hold the free key
-// (free_key.h: a free block holds it wherever it waits). Until 2026-11-29
+// the owner carved (another thread reads the carved bound relaxed after the
+// block's second word, as its free does: in_used_slice above) and that does
+// not hold the free key (free_key.h: a free block holds it wherever it
+// waits). Until 2026-11-29
 // another thread bounded p by the span's capacity, and a slot never carved
 // was reallocated in place and handed back, to be carved and handed out
 // again by the owner (ReallocMisuseDeathTest.SlotNotCarvedYet*).
@@ -94,9 +103,10 @@ template <class C>
 void check_realloc_small(span* s, void* p) {
   auto* h = t_thread<C>.current;
   if (s->owner.load(std::memory_order_relaxed) == h) return check_realloc_own(h, s, p);
+  bool keyed = second_word_ordered(static_cast<block*>(p)) == free_key();  // first: span::forget_carved
   if (!s->starts_carved_block_any_thread(p))
     report_misuse("realloc", p, "invalid pointer (not the start of a block)", s->block_size);
-  if (second_word(static_cast<block*>(p)) == free_key()) report_misuse("realloc", p, "double free", s->block_size);
+  if (keyed) report_misuse("realloc", p, "double free", s->block_size);
 }
 
 // The run cache of h, the calling thread's heap, for a large block of E:
@@ -184,7 +194,12 @@ void engine_front<E>::free_not_owned(span* s, void* p) noexcept {
     E.large.free(s, p, h == &g_empty_heap<config> ? nullptr : &h->st, runs, runs ? E.heaps.live_heaps() : 0);
     return;
   }
-  if (__builtin_expect(!front_detail::is_small_block(s, p), 0)) return front_detail::report_not_small_block(s, p);
+  if (__builtin_expect(!front_detail::in_used_slice(p), 0)) return front_detail::report_not_small_block(s, p);
+  // Between the slice's test and the reads of the block's free key, the
+  // span's carved bound and its owner (free_remote): a stale pointer's span
+  // may be emptied, released, purged and formed again here
+  // (tests/progress/stale_free_test.cpp).
+  TENON_INJECT_POINT("remote.tested");
   // A block of a cached class may stay in this thread's cache (cache.ipp,
   // free_cached_remote): a tail call, the other classes' path unchanged.
   if (kBlockCache.slot[s->cls] != block_cache_detail::kNone)

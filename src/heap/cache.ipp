@@ -95,7 +95,7 @@ void thread_heaps<C>::cache_return(heap_t* h, block* b) {
   span* s = lookup::span_of(b);
   if (s->owner.load(std::memory_order_relaxed) != h) {
     second_word(b) = 0;
-    free_remote(h, s, b);
+    free_remote<true>(h, s, b);
     return;
   }
   TENON_CHECK(s->owner.load(std::memory_order_relaxed) == h && s->used() != 0 && s->state != span_state::current);
@@ -149,7 +149,7 @@ void thread_heaps<C>::cache_trim(heap_t* h, block_cache& c, std::uint32_t keep) 
 // Until 2026-11-29 it went on its span's list and local_free_slow took it
 // back off for the cache (docs/architecture.md, layer 5, "The remote
 // free's instructions and the inbox sort's cached blocks"). Its block-start
-// test was made at the free (engine_front.ipp, is_small_block; here until
+// test was made at the free (remote_free.h, free_remote; here until
 // 2026-11-29, branch `remote`).
 template <class C>
 __attribute__((always_inline)) inline void thread_heaps<C>::sort_to_cache(heap_t* h, span* s, block* b,
@@ -212,9 +212,10 @@ void thread_heaps<C>::flush_caches(heap_t* h, unsigned except) {
 // part (a first-class heap's blocks go home: its destroy drops its spans
 // whatever is cached elsewhere; an unowned span's go to its list). The
 // tests the owner's free makes are made before it is kept: the block must
-// start a carved block (the caller's is_small_block) and must not hold the
-// free key (a double free, here): kept unchecked, a slot never carved would
-// be handed out here and again by its owner's carve.
+// start a carved block (tested here, after the key's read:
+// span::forget_carved) and must not hold the free key (a double free,
+// here): kept unchecked, a slot never carved would be handed out here and
+// again by its owner's carve.
 template <class C>
 void thread_heaps<C>::free_cached_remote(heap_t* h, span* s, block* b) {
   block_cache& c = h->cache[kBlockCache.slot[s->cls]];
@@ -223,11 +224,13 @@ void thread_heaps<C>::free_cached_remote(heap_t* h, span* s, block* b) {
   auto* owner = static_cast<heap_t*>(s->owner.load(std::memory_order_acquire));
   if (h->current[s->cls] != &c.front || c.front.until_slow <= 0 || !owner || owner->home != this)
     return free_remote(h, s, b);
-  // The block-start test against the carved blocks was made by the caller
-  // (engine_front.ipp, is_small_block, since branch `remote`).
-  TENON_CHECK(s->starts_carved_block_any_thread(b));
+  // The block-start test against the carved bound, after the second word's
+  // read (span::forget_carved; the caller tested the slice only).
   std::uint64_t key = free_key();
-  if (__builtin_expect(second_word(b) == key, 0)) report_keyed(s, b);
+  // Both reports tail-called: called, they kept s and b live across the
+  // call, a callee-saved register more on this path (push and pop).
+  if (__builtin_expect(second_word_ordered(b) == key, 0)) return report_keyed(s, b);
+  if (__builtin_expect(!s->starts_carved_block_any_thread(b), 0)) return report_not_carved_remote(s, b);
   // until_slow > 0: the push leaves it at 0 or more, so no slow path.
   push_local_free<C>(*this, h, &c.front, b, key);
 }

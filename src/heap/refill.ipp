@@ -45,6 +45,9 @@ span* thread_heaps<C>::form_small_span(heap_t* owner, unsigned cls, chunk** hint
   // (docs/architecture.md, "The first fill's faults"); pages still resident
   // cost the call a page-table walk, once per span formed.
   prefault_fresh<typename C::platform>(s->start, bytes, bytes);
+  // The slices are ours and the index names s, but s still holds the
+  // geometry and carved bound of the span it last described.
+  TENON_INJECT_POINT("span.form");
   s->kind = span_kind::small;
   s->cls = static_cast<std::uint8_t>(cls);
   s->block_size = kClasses.size[cls];

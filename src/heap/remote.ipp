@@ -71,11 +71,13 @@ void thread_heaps<C>::push_remote(span* s, block* head, block* tail, std::uint32
 // and a new thread now uses this heap) goes to that span's own remote list.
 // Every block holds the free key (the freeing thread stored it), which
 // says nothing here, and passed the block-start test against the blocks
-// this heap carved at its free (engine_front.ipp, is_small_block: the
-// carved bound only rises while a block of the span is out), so the sort
-// makes no test of its own (a TENON_CHECK in the debug build); until
-// 2026-11-29 (branch `remote`) that free bounded it by the capacity only
-// and the test was made again here. A block of a class with a block cache
+// this heap carved at its free (remote_free.h, free_remote: the carved
+// bound only rises while a block of the span is out, and reads 0 once the
+// span was released, which a stale pointer's free sees: it reads the bound
+// after the block's second word, span::forget_carved), so the sort makes no
+// test of its own (a TENON_CHECK in the debug build); until 2026-11-29
+// (branch `remote`) that free bounded it by the capacity only and the test
+// was made again here. A block of a class with a block cache
 // goes to the cache (sort_to_cache), its span's list and count untouched;
 // one of an uncached class begins a run of its span (sort_run).
 // serving: the class whose allocation slow path drains (kNumClasses: none);
@@ -303,7 +305,9 @@ void thread_heaps<C>::free_remote_slow(heap_t* h, span* s, block* b) {
   // Its first free: the heap that owns the block, if that one is parked,
   // becomes this thread's (attach).
   // Free already: it holds the key (free_key.h), wherever it waits.
-  if (second_word(b) == free_key()) report_misuse("free", b, "double free", s->block_size);
+  if (second_word_ordered(b) == free_key()) report_misuse("free", b, "double free", s->block_size);
+  // After the second word, before anything else (free_remote).
+  if (!s->starts_carved_block_any_thread(b)) report_not_carved_remote(s, b);
   void* dest = s->owner.load(std::memory_order_acquire);  // as in free_remote
   if (h == &g_empty_heap<C>) {
     if (t_thread<C>.released || !(h = attach(dest, true))) {

@@ -216,6 +216,7 @@ block* thread_heaps<C>::pop(span* s) {
 template <class C>
 void thread_heaps<C>::release_empty(heap_t* h, span* s) {
   TENON_CHECK(s->used() == 0 && s->next == nullptr && s->prev == nullptr);
+  s->forget_carved();  // before the slices' release (span::forget_carved)
   s->owner.store(nullptr, std::memory_order_relaxed);
   s->state = span_state::detached;
   if (budget_) budget_->give(std::size_t{s->nslices} << kSliceShift);

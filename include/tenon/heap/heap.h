@@ -259,6 +259,17 @@ void check_realloc_own(thread_heap<C>*, span* s, void* p) {
                 s->block_size);
 }
 
+// A thread that does not own s freed b, which s's carved bound, read after
+// b's second word (span::forget_carved), does not admit: a slot not carved
+// yet or inside a block (as the owner's free reports them), or a block of a
+// span released since, or of no span (the bound 0: a stale pointer, freed
+// already, or one never handed out). Tail-called, noipa (report_keyed).
+[[gnu::cold, gnu::noipa]] inline void report_not_carved_remote(const span* s, const block* b) {
+  if (__atomic_load_n(&s->carved_limit, __ATOMIC_RELAXED) == 0)
+    report_misuse("free", b, "invalid pointer (not in a block: never allocated or already freed)", 0);
+  report_not_carved_block(s, b);
+}
+
 // A block of a span this heap owns goes back on the span's local free list,
 // or, for a class with a block cache, on the heap's cache of its class
 // (span::push_to: one push for both, no branch on the class; a branch taken

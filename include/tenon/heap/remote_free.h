@@ -38,6 +38,7 @@ __attribute__((always_inline)) inline unsigned outbox_slot(const void* dest) {
 // row's time goes"; "The remote free's instructions" for what the code
 // below is shaped by).
 template <class C>
+template <bool kKept>
 __attribute__((always_inline)) inline void thread_heaps<C>::free_remote(heap_t* h, span* s, block* b) {
   TENON_CHECK(s->kind == span_kind::small);
   // Acquire pairs with the release that published the owner: the heap's
@@ -57,10 +58,19 @@ __attribute__((always_inline)) inline void thread_heaps<C>::free_remote(heap_t* 
   // A block holding the free key is free already (free_key.h): reported in
   // free_remote_slow. Read once for the test and the store (join_batch).
   std::uint64_t key = free_key();
-  if (__builtin_expect(ob.dest != dest || second_word(b) == key, 0)) {
+  std::uint64_t word = kKept ? second_word(b) : second_word_ordered(b);
+  if (__builtin_expect(ob.dest != dest || word == key, 0)) {
     free_remote_slow(h, s, b);
     return;
   }
+  // The block-start test against the carved bound, after the second word's
+  // read: a stale pointer's old bound, read before, admitted it into the
+  // span formed again on its slices (span::forget_carved). Not again for a
+  // block back from this thread's cache (tested as it was kept), nor its
+  // word read ordered: with either, GCC no longer inlined cache_return into
+  // cache_trim (docs/architecture.md, layer 5, "A stale pointer's remote
+  // free and the span formed again").
+  if (!kKept && __builtin_expect(!s->starts_carved_block_any_thread(b), 0)) return report_not_carved_remote(s, b);
   TENON_CHECK(dest != h && dest != nullptr && ob.count > 0);
   join_batch(h, ob, s, b, key);
 }

@@ -53,7 +53,9 @@ class thread_heaps {
 
   // A small block of span s, freed by a thread whose heap (h, possibly the
   // empty heap) does not own s: batched for the owner, or handed to s.
-  // Inline (remote_free.h).
+  // Inline (remote_free.h). kKept: b comes back from h's block cache
+  // (cache_return), where free_cached_remote tested it as it kept it.
+  template <bool kKept = false>
   __attribute__((always_inline)) void free_remote(heap_t* h, span* s, block* b);
   // free_remote for a block of a class with a block cache (block_cache.h):
   // kept in h's cache of its class for h's next allocations while h

@@ -81,12 +81,15 @@ struct percpu_cache : pass_through<Inner> {
         // free_to_own_span makes the same test), or a block freed already
         // (the key): both to one cold tail call, which tells them apart (a
         // call that returned, or a second cold call, made GCC set up a
-        // stack frame on this path: 2 instructions a free).
+        // stack frame on this path: 2 instructions a free). The second word
+        // is read before the carved bound (span::forget_carved: a stale
+        // pointer's old bound, read first, admitted it to a CPU's stack
+        // after its span was formed again, whose carve handed it out too).
+        std::uint64_t key = free_key();
+        if (__builtin_expect(second_word_ordered(b) == key, 0)) return free_checked(p, s);
         if (__builtin_expect(!s->starts_carved_block_any_thread(b), 0)) return free_checked(p, s);
         // The key goes in before the push: once pushed, the block may be
         // popped and handed out by another thread on this CPU.
-        std::uint64_t key = free_key();
-        if (__builtin_expect(second_word(b) == key, 0)) return free_checked(p, s);
         second_word(b) = key;
         if (__builtin_expect(percpu::push(s_table, s->cls, p), 1)) return;
         return dealloc_miss(p);

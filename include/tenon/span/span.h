@@ -147,6 +147,20 @@ struct alignas(64) span {
     carved = n;
     __atomic_store_n(&carved_limit, block_index::limit(block_mult, block_size, n), __ATOMIC_RELAXED);
   }
+  // The bound to 0 as the span goes back to the chunk layer (carved stays,
+  // which the release reads), before the owner's null store and the slices'
+  // release. A thread that does not own the span tests a block against the
+  // bound after it read the block's second word (second_word_ordered): a
+  // stale pointer (freed already) that the test would admit against the
+  // span it was carved in holds the free key until the span is released
+  // and its memory purged or reused; read without the key, the word was
+  // changed after this store, and so the bound then reads 0 or a later
+  // span's (with its geometry). Read before, the old bound admitted it after
+  // the span was formed again, and the block reached the new span's list
+  // through its owner's inbox or its remote list: a slot not carved yet,
+  // handed out twice (tests/progress/stale_free_test.cpp; 2026-11-29,
+  // branch `stale`).
+  void forget_carved() { __atomic_store_n(&carved_limit, 0, __ATOMIC_RELAXED); }
   // Whether p starts a block of this small span that its owner carved (the
   // owner's free fast path and checks: an interior pointer, or one never
   // handed out, is not).
