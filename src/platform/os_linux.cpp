@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -371,9 +372,68 @@ void unadvise_huge(void* p, std::size_t size) {
 #endif
 }
 
+namespace {
+using clock_fn = int (*)(clockid_t, timespec*);
+
+int libc_clock_gettime(clockid_t id, timespec* ts) { return clock_gettime(id, ts); }
+
+// The kernel's vDSO names its clock_gettime __vdso_clock_gettime (x86-64) or
+// __kernel_clock_gettime (aarch64); DT_HASH's second word is its symbol count.
+bool is_vdso_clock(const char* name) {
+  return strcmp(name, "__vdso_clock_gettime") == 0 || strcmp(name, "__kernel_clock_gettime") == 0;
+}
+
+// The vDSO's own clock_gettime, found in its symbol table, or nullptr (no vDSO:
+// valgrind, some sandboxes; no DT_HASH). Reads the vDSO image only.
+clock_fn find_vdso_clock() {
+  auto base = static_cast<ElfW(Addr)>(getauxval(AT_SYSINFO_EHDR));
+  if (base == 0) return nullptr;
+  auto* eh = reinterpret_cast<const ElfW(Ehdr)*>(base);
+  auto* ph = reinterpret_cast<const ElfW(Phdr)*>(base + eh->e_phoff);
+  ElfW(Addr) load = 0;
+  const ElfW(Dyn)* dyn = nullptr;
+  bool loaded = false;
+  for (unsigned i = 0; i < eh->e_phnum; ++i) {
+    if (ph[i].p_type == PT_LOAD && !loaded) { load = base + ph[i].p_offset - ph[i].p_vaddr; loaded = true; }
+    if (ph[i].p_type == PT_DYNAMIC) dyn = reinterpret_cast<const ElfW(Dyn)*>(base + ph[i].p_offset);
+  }
+  if (!loaded || dyn == nullptr) return nullptr;
+  const ElfW(Sym)* sym = nullptr;
+  const char* str = nullptr;
+  const ElfW(Word)* hash = nullptr;
+  for (; dyn->d_tag != DT_NULL; ++dyn) {
+    if (dyn->d_tag == DT_SYMTAB) sym = reinterpret_cast<const ElfW(Sym)*>(load + dyn->d_un.d_ptr);
+    if (dyn->d_tag == DT_STRTAB) str = reinterpret_cast<const char*>(load + dyn->d_un.d_ptr);
+    if (dyn->d_tag == DT_HASH) hash = reinterpret_cast<const ElfW(Word)*>(load + dyn->d_un.d_ptr);
+  }
+  if (sym == nullptr || str == nullptr || hash == nullptr) return nullptr;
+  for (ElfW(Word) i = 0; i < hash[1]; ++i)
+    if (ELF64_ST_TYPE(sym[i].st_info) == STT_FUNC && sym[i].st_shndx != SHN_UNDEF && is_vdso_clock(str + sym[i].st_name))
+      return reinterpret_cast<clock_fn>(load + sym[i].st_value);
+  return nullptr;
+}
+
+// now_ms calls the vDSO itself, not libc's clock_gettime: that small wrapper lies
+// alone in a 64 KiB window of libc's text which a small program never reaches
+// otherwise, and the kernel's fault-around maps the whole window for one call
+// (64 KiB of peak RSS; docs/architecture.md, "tenon's resident memory at start").
+// Every racer finds the same function, so a relaxed store is enough.
+std::atomic<clock_fn> g_clock{nullptr};
+
+clock_fn coarse_clock() {
+  clock_fn fn = g_clock.load(std::memory_order_relaxed);
+  if (fn == nullptr) {
+    fn = find_vdso_clock();
+    if (fn == nullptr) fn = libc_clock_gettime;
+    g_clock.store(fn, std::memory_order_relaxed);
+  }
+  return fn;
+}
+}  // namespace
+
 std::uint32_t now_ms() {
   timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  if (coarse_clock()(CLOCK_MONOTONIC_COARSE, &ts) != 0) clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return static_cast<std::uint32_t>(ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
 }
 
