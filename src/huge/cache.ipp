@@ -106,6 +106,7 @@ bool huge_maps<C>::put_away_deferred() {
   for (auto& s : deferred_) {
     std::uint64_t w = s.load(std::memory_order_relaxed);
     if (!w) continue;
+    TENON_INJECT_POINT("huge.deferred");  // a slot's word read, its block not claimed yet
     huge_header* h = huge_detail::header_at_unit(huge_slot::unit(w));
     if (huge_read_in_progress(h) || !s.compare_exchange_strong(w, 0, std::memory_order_acquire)) continue;
     deferred_count_.fetch_sub(1, std::memory_order_relaxed);

@@ -140,6 +140,17 @@ void victim() {
   tenon::huge_view view;
   std::uint64_t word = 0;
   if (!tenon::huge_view_of(huge, &view) || !tenon::huge_copy_out(view, huge, &word, sizeof word)) std::abort();
+  // A huge block freed while such a reader is counted in waits in a
+  // deferral slot; the free's own scan of the slots (huge.deferred) finds
+  // the reader still there, and the next huge call puts the block away.
+  void* read_freed = tenon_malloc(6u << 20);
+  tenon::huge_view read_view;
+  if (!tenon::huge_view_of(read_freed, &read_view)) std::abort();
+  {
+    tenon::huge_reading reading(read_view);
+    if (!reading.live()) std::abort();
+    tenon_free(read_freed);  // huge.deferred
+  }
   free_foreign_block();  // foreign.read
   tenon_free(huge);  // huge.free, huge.cache.put
   for (int i = 0; i < 2000; ++i) {
