@@ -81,7 +81,14 @@ void huge_maps<C>::defer(huge_header* h, std::size_t open) {
   const std::size_t page = C::platform::page_size();
   std::size_t pages = open / page;
   if (pages >= (std::size_t{1} << huge_slot::kPagesBits)) pages = (std::size_t{1} << huge_slot::kPagesBits) - 1;
-  std::uint64_t w = huge_slot::make(lookup::unit_of(h), pages, 0);
+  keep_deferred(huge_slot::make(lookup::unit_of(h), pages, 0));
+}
+
+// Slot word w into the first empty slot (release: the block's header,
+// written before, is seen by the scan that claims it); none: the block is
+// held for good (defer).
+template <class C>
+void huge_maps<C>::keep_deferred(std::uint64_t w) {
   for (auto& s : deferred_) {
     std::uint64_t empty = 0;
     if (s.compare_exchange_strong(empty, w, std::memory_order_release, std::memory_order_relaxed)) {
@@ -93,12 +100,18 @@ void huge_maps<C>::defer(huge_header* h, std::size_t open) {
 
 // The deferred blocks whose readers are done, put away as give_back would
 // have: each claimed from its slot first (one CAS), so that two calls never
-// put one away twice. A block whose open size did not fit its slot closes
-// its whole capacity. Called when the count (give_back_deferred, in line:
-// every huge call asks) is not 0; relaxed: one that reads 0 just before a
-// deferral leaves the block to the next call. Out of line, as defer: the
-// rare path (GCC's inlining of both into give_back and evict_expired cost
-// malloc_large 1 300 4 47-49 instructions an operation, both builds).
+// put one away twice, and only then its header read (its readers' unit):
+// until 2026-11-30 (branch review3) the header was read before the claim,
+// and a scan that another one's claim, put-away and unmap overtook there
+// read an unmapped page (SIGSEGV, progress.huge_deferred_scan). A block
+// whose reader is not done goes back into a slot (a reader cannot begin
+// on it: its entry is held). A block whose open size did not fit its slot
+// closes its whole capacity. Called when the count (give_back_deferred, in
+// line: every huge call asks) is not 0; relaxed: one that reads 0 just
+// before a deferral leaves the block to the next call. Out of line, as
+// defer: the rare path (GCC's inlining of both into give_back and
+// evict_expired cost malloc_large 1 300 4 47-49 instructions an operation,
+// both builds).
 template <class C>
 bool huge_maps<C>::put_away_deferred() {
   const std::size_t page = C::platform::page_size();
@@ -106,9 +119,14 @@ bool huge_maps<C>::put_away_deferred() {
   for (auto& s : deferred_) {
     std::uint64_t w = s.load(std::memory_order_relaxed);
     if (!w) continue;
-    huge_header* h = huge_detail::header_at_unit(huge_slot::unit(w));
-    if (huge_read_in_progress(h) || !s.compare_exchange_strong(w, 0, std::memory_order_acquire)) continue;
+    TENON_INJECT_POINT("huge.deferred");  // a slot's word read, its block not claimed yet
+    if (!s.compare_exchange_strong(w, 0, std::memory_order_acquire, std::memory_order_relaxed)) continue;
     deferred_count_.fetch_sub(1, std::memory_order_relaxed);
+    huge_header* h = huge_detail::header_at_unit(huge_slot::unit(w));
+    if (huge_read_in_progress(h)) {
+      keep_deferred(w);
+      continue;
+    }
     std::size_t pages = huge_slot::pages(w);
     put_away(h, pages == (std::size_t{1} << huge_slot::kPagesBits) - 1 ? h->capacity() : pages * page);
     any = true;

@@ -140,6 +140,20 @@ void victim() {
   tenon::huge_view view;
   std::uint64_t word = 0;
   if (!tenon::huge_view_of(huge, &view) || !tenon::huge_copy_out(view, huge, &word, sizeof word)) std::abort();
+  // A huge block freed while such a reader is counted in waits in a
+  // deferral slot; the free's own scan of the slots (huge.deferred) finds
+  // the reader still there, and the next huge call puts the block away.
+  void* read_freed = tenon_malloc(6u << 20);
+  tenon::huge_view read_view;
+  if (!tenon::huge_view_of(read_freed, &read_view)) std::abort();
+  {
+    tenon::huge_reading reading(read_view);
+    if (!reading.live()) std::abort();
+    tenon_free(read_freed);  // huge.deferred
+  }
+  // Put away by this call's scan and taken again, so that the cache below
+  // holds what it held before (huge.cache.split needs its 40 MiB block).
+  void* read_freed_again = tenon_malloc(6u << 20);
   free_foreign_block();  // foreign.read
   tenon_free(huge);  // huge.free, huge.cache.put
   for (int i = 0; i < 2000; ++i) {
@@ -193,6 +207,7 @@ void victim() {
   std::memset(huge, 3, 40u << 20);        // resident whole, as a reused block's tail must be to split
   tenon_free(huge);
   tenon_free(tenon_malloc(8u << 20));  // reuses the 40 MiB block: huge.cache.split
+  tenon_free(read_freed_again);
   // A large block's run kept in this thread's run cache at its free, taken
   // again by the next of its size (runs.take), kept again, and flushed back
   // to the arena by the trim (runs.flush).

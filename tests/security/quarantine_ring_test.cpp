@@ -4,6 +4,7 @@
 // large blocks (in the shared slots) are within another thread's trim;
 // a block waits exactly 64 frees of its thread; a write after free into a
 // block waiting in a ring is caught when the block leaves.
+#include <errno.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -94,6 +95,41 @@ TEST(QuarantineRing, ABlockWaitsSixtyFourFreesOfItsThread) {
     q::dealloc(q::alloc(48));  // the first block leaves
     EXPECT_EQ(counted::live.load(), base + 64);
   }).join();
+}
+
+// Refuses the next realloc once armed (NULL, ENOMEM), as an address-space
+// limit would, and passes every other call through.
+template <class I>
+struct refuse_realloc_once : tenon::pass_through<I> {
+  static inline std::atomic<bool> armed{false};
+  static void* realloc(void* p, std::size_t n) noexcept {
+    if (armed.exchange(false)) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+    return tenon::layer_ops<I>::realloc(p, n);
+  }
+};
+using refusing = tenon::secure::quarantine<refuse_realloc_once<tenon::default_allocator>, 64, tenon::kMaxSmall, 8,
+                                           tenon::kMaxLarge>;
+
+// A huge block's realloc refused, retried after the quarantine's flush and
+// then done: a call that succeeds leaves errno as it was (docs/api.md), as
+// the quarantine's alloc keeps it since branch audit2. Until 2026-11-30
+// (branch review3) it left the refused try's ENOMEM.
+TEST(QuarantineRing, AHugeReallocRetriedAfterTheFlushKeepsErrno) {
+  void* p = refusing::alloc(8u << 20);  // huge: resized by Inner, never waits here
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 0x5a, 4096);
+  refusing::dealloc(refusing::alloc(32));  // waits in this thread's ring: the flush finds it
+  refuse_realloc_once<tenon::default_allocator>::armed.store(true);
+  errno = EDOM;
+  void* r = refusing::realloc(p, 12u << 20);
+  int after = errno;
+  ASSERT_NE(r, nullptr) << "the retry after the flush failed";
+  EXPECT_EQ(after, EDOM) << "a realloc that succeeded set errno to " << after;
+  EXPECT_EQ(static_cast<unsigned char*>(r)[4095], 0x5a);
+  refusing::dealloc(r);
 }
 
 TEST(QuarantineRingDeathTest, WriteAfterFreeInARingIsCaught) {

@@ -163,6 +163,7 @@ class huge_maps {
   void give_back(huge_header* h, std::size_t open);
   void put_away(huge_header* h, std::size_t open);
   [[gnu::cold, gnu::noinline]] void defer(huge_header* h, std::size_t open);
+  void keep_deferred(std::uint64_t w);
   bool give_back_deferred() { return deferred_count_.load(std::memory_order_relaxed) != 0 && put_away_deferred(); }
   [[gnu::cold, gnu::noinline]] bool put_away_deferred();
   void* reshape(huge_header* h, std::size_t n, std::size_t open);

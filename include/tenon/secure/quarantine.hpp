@@ -123,7 +123,9 @@ struct quarantine : pass_through<Inner> {
   // malloc(32)+free pair 239.35 -> 252.35 instructions).
   // errno is read before the first try: a retry that succeeds puts it back
   // (a call that succeeds leaves errno as it was, docs/api.md; until
-  // 2026-11-29, branch audit2, it left the first try's ENOMEM).
+  // 2026-11-29, branch audit2, it left the first try's ENOMEM; a huge
+  // block's realloc and realloc_taken below until 2026-11-30, branch
+  // review3: QuarantineRing.AHugeReallocRetriedAfterTheFlushKeepsErrno).
   [[gnu::always_inline]] static void* alloc(std::size_t n) noexcept {
     int before = errno;
     void* p = Inner::alloc(n);
@@ -143,8 +145,9 @@ struct quarantine : pass_through<Inner> {
   // waiting as any freed one. Out of line: no fast path calls it.
   [[gnu::noinline]] static void* realloc(void* p, std::size_t n) noexcept {
     if (huge_lookup(p) && n > kMaxLargeBlock) {
+      int before = errno;  // a retry that succeeds puts it back, as alloc_after_flush
       void* q = layer_ops<Inner>::realloc(p, n);
-      return q || !flush_for_retry() ? q : layer_ops<Inner>::realloc(p, n);
+      return q || !flush_for_retry() ? q : restore_errno(layer_ops<Inner>::realloc(p, n), before);
     }
     return realloc_by_copy<quarantine>(p, n);
   }
@@ -161,8 +164,9 @@ struct quarantine : pass_through<Inner> {
       huge_release(h, usable);
       return realloc(p, n);
     }
+    int before = errno;
     void* q = Inner::realloc_taken(h, p, n, usable);
-    return q || !flush_for_retry() ? q : layer_ops<Inner>::realloc(p, n);
+    return q || !flush_for_retry() ? q : restore_errno(layer_ops<Inner>::realloc(p, n), before);
   }
 
   static int trim(std::size_t pad) noexcept {
