@@ -420,12 +420,18 @@ clock_fn find_vdso_clock() {
 // Every racer finds the same function, so a relaxed store is enough.
 std::atomic<clock_fn> g_clock{nullptr};
 
+// errno kept: getauxval sets ENOENT where the process has no vDSO (qemu-user's
+// aarch64 guests), and now_ms runs inside calls that must leave errno as it
+// was (a large block's free: api.EdgeCases.FreePreservesErrno failed there,
+// errno 2, in the aarch64 stage).
 clock_fn coarse_clock() {
   clock_fn fn = g_clock.load(std::memory_order_relaxed);
   if (fn == nullptr) {
+    int saved = errno;
     fn = find_vdso_clock();
     if (fn == nullptr) fn = libc_clock_gettime;
     g_clock.store(fn, std::memory_order_relaxed);
+    errno = saved;
   }
   return fn;
 }
