@@ -37,22 +37,22 @@ __attribute__((always_inline)) inline std::uint64_t free_key() { return g_free_k
 using alias_word = std::uint64_t __attribute__((may_alias));
 __attribute__((always_inline)) inline alias_word& second_word(block* b) { return reinterpret_cast<alias_word*>(b)[1]; }
 // The second word read by a thread that does not own b's span, before its
-// test of the span's carved bound: an acquire load (a plain `mov` on
-// x86-64), so that the bound and the span's geometry are read after it
-// (span::forget_carved says why: a stale pointer's word found without the
-// key means its old span was released, whose bound then reads 0 or the
-// next span's).
-// GCC, inlining a per-CPU free into a test that frees blocks it sized
-// itself (tests/percpu), warned that the load "writes 8 bytes into a region
-// of size 0" (-Wstringop-overflow: the atomic builtin's pointer taken for a
-// destination), which the plain load never drew; silenced here, where the
-// location is.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstringop-overflow"
+// test of the span's carved bound, and ordered before it: a load, then an
+// acquire fence (nothing on x86-64, `dmb ishld` on aarch64), so that the
+// bound and the span's geometry are read after it (span::forget_carved says
+// why: a stale pointer's word found without the key means its old span was
+// released, whose bound then reads 0 or the next span's). A plain load by
+// memcpy, not an atomic one: b is not tested yet and may be misaligned (a
+// free of p + 1), which an atomic load on aarch64 (`ldar`) turns into a bus
+// error and UBSan into a report, where the program was owed tenon's report
+// (heaps.HeapsDeathTest.UnalignedFreeOfAnOwnBlockIsReported failed in the
+// asan and aarch64 stages with __atomic_load_n here, 2026-11-30).
 __attribute__((always_inline)) inline std::uint64_t second_word_ordered(block* b) {
-  return __atomic_load_n(&second_word(b), __ATOMIC_ACQUIRE);
+  std::uint64_t w;
+  __builtin_memcpy(&w, reinterpret_cast<const char*>(b) + sizeof(std::uint64_t), sizeof w);
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  return w;
 }
-#pragma GCC diagnostic pop
 // The third, where a block of 32 bytes or more waiting in a batch names the
 // block kOutboxAhead further down it (heap.h, outbox).
 __attribute__((always_inline)) inline alias_word& third_word(block* b) { return reinterpret_cast<alias_word*>(b)[2]; }
